@@ -1,0 +1,36 @@
+# `make run` and `make test` work on a fresh machine: they create .venv when missing and install the project.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test test-all lint bench table1 clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) scripts/run_topology.py --grouping cg
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+test-all: $(STAMP)
+	$(PY) -m pytest -m ''
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_routing.py
+	$(PY) benchmarks/bench_sim.py
+
+table1: $(STAMP)
+	$(PY) scripts/table1.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

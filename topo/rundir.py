@@ -1,0 +1,63 @@
+"""Run directories: written whole or not at all.
+
+A run writes into a hidden temporary directory beside its destination and renames it into place at the end,
+so a crash, a bad input or Ctrl-C never leaves a half-written run for the analytics to pick up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from topo.spec import SpecError
+
+
+def default_run_dir(grouping: str, engine: str, root: str | Path = "runs") -> Path:
+    """`runs/<grouping>-<engine>-<UTC timestamp>`: unique per second, sortable by time."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path(root) / f"{grouping}-{engine}-{stamp}"
+
+
+def check_destination(out: Path, overwrite: bool) -> None:
+    """Refuse (before any work is done) a destination that would lose an earlier run or cannot be made."""
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise SpecError(f"--out {out}: directory is not empty (pass --overwrite to replace it)")
+    parent = out.resolve().parent
+    if parent.exists() and not os.access(parent, os.W_OK):
+        raise SpecError(f"--out {out}: cannot write into {parent}")
+
+
+@contextmanager
+def atomic_run_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory; on success it replaces `out`, on any error it is removed."""
+    out = Path(out)
+    check_destination(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            # move the old run aside first so the swap is two renames, never a partial directory
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_json(path: Path, obj: dict) -> None:
+    """Pretty JSON with a trailing newline (summaries are read by people as well as tools)."""
+    path.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,70 @@
+"""The topology to run: one stream edge, sources -> workers, and how it is driven.
+
+Every engine (the simulator now, the Ray runtime later) takes a `TopologySpec`; the command line builds one.
+Units: milliseconds for costs and delays, seconds for durations, tuples per second for rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+DEFAULT_STREAM = "zipf:z=1.2,keys=100000,messages=1000000,seed=7"
+
+
+class SpecError(ValueError):
+    """A topology description that cannot run; the message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    grouping: str = "cg"
+    engine: str = "sim"
+    workers: int = 4
+    sources: int = 2
+    capacities: tuple[float, ...] | None = None  # relative capacity of each worker; None = all 1.0
+    stream: str = DEFAULT_STREAM
+    operator: str = "wordcount"
+    cost_ms: float = 0.1  # service time of one tuple on a capacity-1.0 worker
+    rate: float | None = None  # total input rate over all sources; None = as fast as acks allow
+    duration: float | None = None  # stop emitting after this many (simulated) seconds; None = whole stream
+    seed: int = 0
+    params: dict = field(default_factory=dict)  # grouping parameters from --set
+    batch_size: int = 100  # tuples a source routes and sends together (micro-batch)
+    linger_ms: float = 5.0  # a partly filled batch is sent at most this long after its first tuple
+    max_pending: int = 16  # batches in flight per source before it waits for acks (backpressure)
+    net_delay_ms: float = 0.0  # one-way network delay, source->worker and ack worker->source
+    sample_interval_s: float | None = None  # time-series resolution; None = about 200 samples per run
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise SpecError(f"--workers must be at least 1 (got {self.workers})")
+        if self.sources < 1:
+            raise SpecError(f"--sources must be at least 1 (got {self.sources})")
+        if self.capacities is not None:
+            if len(self.capacities) != self.workers:
+                raise SpecError(
+                    f"--capacities lists {len(self.capacities)} values but --workers is {self.workers}"
+                )
+            if any(not (c > 0) for c in self.capacities):
+                raise SpecError("--capacities must all be positive numbers")
+        if not (self.cost_ms >= 0):
+            raise SpecError(f"--cost-ms must be >= 0 (got {self.cost_ms})")
+        if self.rate is not None and not (self.rate > 0):
+            raise SpecError(f"--rate must be positive (got {self.rate})")
+        if self.duration is not None and not (self.duration > 0):
+            raise SpecError(f"--duration must be positive (got {self.duration})")
+        if self.batch_size < 1:
+            raise SpecError(f"--batch-size must be at least 1 (got {self.batch_size})")
+        if self.max_pending < 1:
+            raise SpecError(f"--max-pending must be at least 1 (got {self.max_pending})")
+        if not (self.linger_ms >= 0) or not (self.net_delay_ms >= 0):
+            raise SpecError("--linger-ms and --net-delay-ms must be >= 0")
+
+    @property
+    def capacity_list(self) -> list[float]:
+        """Capacity of every worker, 1.0 where none was given."""
+        return list(self.capacities) if self.capacities is not None else [1.0] * self.workers
+
+    def with_(self, **changes) -> TopologySpec:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
