@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import mmh3
 import numba
 import numpy as np
+import pyarrow as pa
 
 MURMUR_SEED = 105929  # any fixed seed works; this keeps key hashes stable across runs and machines
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -18,17 +19,20 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 def hash_keys(strings: Iterable[str] | np.ndarray) -> np.ndarray:
     """64-bit Murmur3 hash (low half of x64_128) of each key string, as np.uint64, in input order."""
-    arr = np.asarray(strings if isinstance(strings, np.ndarray) else list(strings), dtype=object)
-    if arr.ndim != 1:
+    if isinstance(strings, np.ndarray) and strings.ndim != 1:
         raise ValueError("hash_keys takes a one-dimensional sequence of strings")
-    if arr.size == 0:
+    arr = pa.array(strings if isinstance(strings, np.ndarray | pa.Array) else list(strings), type=pa.string())
+    if len(arr) == 0:
         return np.empty(0, dtype=np.uint64)
-    # hash each distinct string once: streams repeat keys many times
-    uniq, inverse = np.unique(arr.astype(str), return_inverse=True)
+    if arr.null_count:
+        raise ValueError(f"hash_keys: {arr.null_count} null keys")
+    # hash each distinct string once (streams repeat keys many times), without padding to the longest key
+    encoded = arr.dictionary_encode()
+    uniq = encoded.dictionary.to_pylist()
     hashed = np.fromiter(
-        (mmh3.hash64(s, MURMUR_SEED, x64arch=True, signed=False)[0] for s in uniq.tolist()), dtype=np.uint64, count=uniq.size
+        (mmh3.hash64(s, MURMUR_SEED, x64arch=True, signed=False)[0] for s in uniq), dtype=np.uint64, count=len(uniq)
     )
-    return hashed[inverse.reshape(-1)]
+    return hashed[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 @numba.njit(inline="always")
@@ -42,7 +46,7 @@ def mix64(h: np.uint64, salt: np.uint64) -> np.uint64:
 
 @numba.njit(inline="always")
 def bucket(h: np.uint64, n: int) -> int:
-    """Map a 64-bit hash onto [0, n) without the modulo bias of small n mattering (Lemire's multiply-shift)."""
+    """Map a 64-bit hash onto [0, n) without modulo bias for small n (Lemire's multiply-shift)."""
     return int((h >> np.uint64(32)) * np.uint64(n) >> np.uint64(32))
 
 

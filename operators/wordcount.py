@@ -1,0 +1,152 @@
+"""Word count: the number of tuples of each key, kept per worker as sorted key hashes with their counts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from operators.base import Operator, as_key_hashes, group_by_worker
+
+_MIN_COMPACT = 1 << 16  # buffered tuples that always justify a compaction
+
+
+def _count_sorted(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys of a sorted array and how often each occurs."""
+    if sorted_keys.size == 0:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    counts = np.diff(np.append(starts, sorted_keys.size)).astype(np.int64)
+    return sorted_keys[starts], counts
+
+
+def _sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and the summed counts of (key, count) pairs that may repeat keys."""
+    if keys.size == 0:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    order = np.argsort(keys)
+    keys, counts = keys[order], counts[order]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    return keys[starts], np.add.reduceat(counts, starts)
+
+
+class WordCountState:
+    """Counts per key hash: sorted unique `keys` and their `counts`, plus tuples buffered since compaction."""
+
+    __slots__ = ("_keys", "_counts", "_pending", "_pending_n")
+
+    def __init__(self, keys: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
+        self._keys = np.empty(0, dtype=np.uint64) if keys is None else keys
+        self._counts = np.empty(0, dtype=np.int64) if counts is None else counts
+        self._pending: list[np.ndarray] = []
+        self._pending_n = 0
+
+    def add(self, key_hash: np.ndarray) -> None:
+        """Buffer a batch of key hashes (copied), compacting once the buffer rivals the table in size."""
+        if key_hash.size == 0:
+            return
+        self._pending.append(np.array(key_hash, dtype=np.uint64, copy=True))
+        self._pending_n += key_hash.size
+        # amortized O(log) per tuple: a compaction costs about as much as the tuples buffered since the last
+        if self._pending_n >= max(self._keys.size, _MIN_COMPACT):
+            self.compact()
+
+    def compact(self) -> None:
+        """Fold the buffered tuples into the sorted table (the value of the state does not change)."""
+        if not self._pending:
+            return
+        batch_keys, batch_counts = _count_sorted(np.sort(np.concatenate(self._pending)))
+        if self._keys.size:
+            batch_keys, batch_counts = _sum_by_key(
+                np.concatenate((self._keys, batch_keys)), np.concatenate((self._counts, batch_counts))
+            )
+        self._keys, self._counts = batch_keys, batch_counts
+        self._pending, self._pending_n = [], 0
+
+    @property
+    def keys(self) -> np.ndarray:
+        """Sorted distinct key hashes (read-only view)."""
+        self.compact()
+        view = self._keys.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Count of each key in `keys` (read-only view)."""
+        self.compact()
+        view = self._counts.view()
+        view.flags.writeable = False
+        return view
+
+    def __repr__(self) -> str:
+        return f"WordCountState(distinct_keys={self.keys.size}, tuples={int(self.counts.sum())})"
+
+
+class WordCount(Operator):
+    """Counts tuples per key; partial counts of a key on several workers add up when merged."""
+
+    name = "wordcount"
+
+    def empty(self) -> WordCountState:
+        """A state with no counts."""
+        return WordCountState()
+
+    def update(
+        self, state: WordCountState, key_hash: np.ndarray, values: np.ndarray | None = None
+    ) -> WordCountState:
+        """Count these tuples into `state` (changed in place and returned); values are ignored."""
+        state.add(as_key_hashes(key_hash))
+        return state
+
+    def merge(self, states: Sequence[WordCountState]) -> WordCountState:
+        """Sum the counts of all states into a new one."""
+        states = list(states)
+        if not states:
+            return self.empty()
+        keys = np.concatenate([s.keys for s in states])
+        counts = np.concatenate([s.counts for s in states])
+        return WordCountState(*_sum_by_key(keys, counts))
+
+    def distinct_keys(self, state: WordCountState) -> int:
+        """Number of keys with a count."""
+        return int(state.keys.size)
+
+    def state_size_bytes(self, state: WordCountState) -> int:
+        """Bytes of the compacted table: an 8-byte hash and an 8-byte count per key."""
+        return int(state.keys.nbytes + state.counts.nbytes)
+
+    def equal(self, a: WordCountState, b: WordCountState) -> bool:
+        """True if both states count the same keys the same number of times."""
+        return bool(np.array_equal(a.keys, b.keys) and np.array_equal(a.counts, b.counts))
+
+    def exact(self, key_hash_all: np.ndarray, values: np.ndarray | None = None) -> WordCountState:
+        """Counts of the whole input, computed in one sort."""
+        return WordCountState(*_count_sorted(np.sort(as_key_hashes(key_hash_all))))
+
+    def from_grouped(
+        self, key_hash: np.ndarray, worker: np.ndarray, n: int, values: np.ndarray | None = None
+    ) -> list[WordCountState]:
+        """Compacted states of all n workers from one grouping pass and one sort per worker."""
+        key_hash = as_key_hashes(key_hash)
+        if len(worker) != key_hash.size:
+            raise ValueError(f"worker has {len(worker)} entries for {key_hash.size} tuples")
+        order, offsets = group_by_worker(worker, n)
+        grouped = key_hash[order]
+        return [
+            WordCountState(*_count_sorted(np.sort(grouped[lo:hi])))
+            for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)
+        ]
+
+    def count_of(self, state: WordCountState, key_hash: np.ndarray) -> np.ndarray:
+        """Count of each given key hash in the state (0 for keys it does not hold)."""
+        query = as_key_hashes(key_hash)
+        keys, counts = state.keys, state.counts
+        if keys.size == 0:
+            return np.zeros(query.size, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+        return np.where(keys[pos] == query, counts[pos], 0).astype(np.int64)
+
+    def summary(self, state: WordCountState) -> dict:
+        """Distinct keys, bytes and tuples counted."""
+        return {**super().summary(state), "tuples": int(state.counts.sum())}
