@@ -1,0 +1,188 @@
+"""Run summary and time series on tiny hand-made tuple logs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from topo.metrics import (
+    LATENCY_FILE,
+    SUMMARY_FILE,
+    TIMESERIES_FILE,
+    RunResult,
+    TupleLog,
+    WorkerTimeline,
+    imbalance,
+    latency_stats,
+    replication,
+    summarize,
+    timeseries,
+    write_outputs,
+)
+
+CONTRACT = [
+    "grouping",
+    "engine",
+    "workers",
+    "sources",
+    "tuples_in",
+    "tuples_processed",
+    "duration_s",
+    "throughput_tps",
+    "latency_ms",
+    "imbalance",
+    "replication",
+    "per_worker",
+    "exact",
+]
+
+
+def make_log(rows: list[tuple[int, int, float, float, float]]) -> TupleLog:
+    """Rows of (worker, source, arrival = enqueue, start, finish); seq is the row number."""
+    w, s, a, b, f = (np.array(c) for c in zip(*rows, strict=True))
+    return TupleLog(np.arange(len(rows)), s.astype(np.int32), w.astype(np.int32), a, a, b, f)
+
+
+# worker 0 serves [0, 1] and [2, 3]; worker 1 serves three tuples back to back from 0 to 3 (one waits twice)
+LOG = make_log(
+    [
+        (0, 0, 0.0, 0.0, 1.0),
+        (1, 1, 0.0, 0.0, 1.0),
+        (1, 0, 0.5, 1.0, 2.0),
+        (1, 1, 0.5, 2.0, 3.0),
+        (0, 0, 2.0, 2.0, 3.0),
+        # worker 2 only at the end
+        (2, 1, 3.5, 3.5, 4.0),
+    ]
+)
+
+
+def summary(**kw):
+    args = dict(
+        grouping="kg",
+        engine="sim",
+        capacities=[1.0, 1.0, 0.5],
+        sources=2,
+        tuples_in=6,
+        distinct_keys=[2, 3, 1],
+        keys_total=4,
+        exact=True,
+    )
+    args.update(kw)
+    return summarize(LOG, **args)
+
+
+def test_imbalance_is_relative_to_capacity():
+    assert imbalance([10, 10], [1, 1]) == 0.0
+    assert imbalance([30, 10], [3, 1]) == 0.0
+    assert imbalance([20, 10], [1, 1]) == pytest.approx(20 / 15 - 1)
+    assert imbalance([0, 0], [1, 1]) == 0.0
+
+
+def test_replication_counts_key_worker_pairs():
+    assert replication([3, 2], 4) == 1.25
+    assert replication([4], 4) == 1.0
+    assert replication([0], 0) == 0.0
+
+
+def test_latency_stats():
+    lat = np.arange(1, 101, dtype=float)
+    s = latency_stats(lat)
+    assert s["mean"] == 50.5 and s["max"] == 100.0 and s["p50"] == pytest.approx(50.5)
+    assert s["p99"] == pytest.approx(99.01)
+    assert latency_stats(np.empty(0))["max"] == 0.0
+
+
+def test_summary_formulas_on_a_tiny_log():
+    s = summary()
+    assert list(s)[: len(CONTRACT)] == CONTRACT
+    assert s["duration_s"] == 4.0 and s["throughput_tps"] == 6 / 4.0
+    assert s["tuples_processed"] == 6 and s["workers"] == 3
+    # L/c = 2, 3, 2 -> max 3 over mean 7/3
+    assert s["imbalance"] == pytest.approx(3 / (7 / 3) - 1)
+    assert s["replication"] == 6 / 4
+    busy = [p["busy_fraction"] for p in s["per_worker"]]
+    assert busy == pytest.approx([2 / 4, 3 / 4, 0.5 / 4])
+    assert [p["tuples"] for p in s["per_worker"]] == [2, 3, 1]
+    assert [p["queue_max"] for p in s["per_worker"]] == [1, 3, 1]
+    assert s["per_worker"][2] == {
+        "id": 2,
+        "capacity": 0.5,
+        "tuples": 1,
+        "distinct_keys": 1,
+        "busy_fraction": 0.125,
+        "queue_max": 1,
+    }
+    # latency = finish - arrival, in ms
+    assert s["latency_ms"]["max"] == 2500.0
+    assert s["latency_ms"]["mean"] == pytest.approx(1000 * (1 + 1 + 1.5 + 2.5 + 1 + 0.5) / 6)
+    assert s["utilization_spread"] == pytest.approx(0.75 - 0.125)
+
+
+def test_extras_never_override_the_contract():
+    s = summary(extra={"imbalance": -1, "seed": np.int64(4), "arr": np.arange(2)})
+    assert s["imbalance"] > 0 and s["seed"] == 4 and s["arr"] == [0, 1]
+    json.dumps(s, allow_nan=False)
+
+
+def test_timeseries_samples_queue_utilization_and_progress():
+    ts = timeseries(LOG, 3, interval_s=1.0).to_pydict()
+    assert ts["t_s"] == [1.0] * 3 + [2.0] * 3 + [3.0] * 3 + [4.0] * 3
+    assert ts["worker"] == [0, 1, 2] * 4
+    # at t = 1: worker 0 just finished its first tuple; worker 1 finished one and holds two
+    assert ts["queue_len"] == [0, 2, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0]
+    assert ts["utilization"] == pytest.approx([1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0.5])
+    assert ts["processed"] == [1, 1, 0, 1, 2, 0, 2, 3, 0, 2, 3, 1]
+
+
+def test_timeseries_default_has_about_two_hundred_samples():
+    ts = timeseries(LOG, 3)
+    assert ts.num_rows == 3 * 200
+    assert ts.column("t_s").to_pylist()[-1] == pytest.approx(4.0)
+
+
+def test_empty_log():
+    ids, times = np.empty(0, np.int32), np.empty(0)
+    empty = TupleLog(ids.astype(np.int64), ids, ids, times, times, times, times)
+    s = summarize(
+        empty,
+        grouping="kg",
+        engine="sim",
+        capacities=[1.0],
+        sources=1,
+        tuples_in=0,
+        distinct_keys=[0],
+        keys_total=0,
+        exact=True,
+    )
+    assert s["tuples_processed"] == 0 and s["throughput_tps"] is None and s["imbalance"] == 0.0
+    assert timeseries(empty, 1).num_rows == 0
+
+
+def test_timeline_sorts_unordered_input_and_answers_by_bisection():
+    line = WorkerTimeline.of(np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([2.0, 1.0]))
+    assert line.queue_length(np.array([0.5, 1.0, 1.5, 2.0])).tolist() == [1, 1, 1, 0]
+    assert line.busy_until(np.array([0.5, 1.5, 5.0])).tolist() == [0.5, 1.5, 2.0]
+    assert line.busy_s == 2.0 and line.tuples == 2
+
+
+def test_log_arrays_must_have_equal_length():
+    with pytest.raises(ValueError, match="worker"):
+        TupleLog(np.arange(2), np.zeros(2), np.zeros(3), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2))
+
+
+def test_worker_ids_out_of_range_are_rejected():
+    with pytest.raises(ValueError, match=r"\[0, 2\)"):
+        timeseries(LOG, 2)
+
+
+def test_write_outputs(tmp_path):
+    result = RunResult(summary(), timeseries(LOG, 3), LOG)
+    write_outputs(result, tmp_path)
+    assert json.loads((tmp_path / SUMMARY_FILE).read_text()) == result.summary
+    assert pq.read_table(tmp_path / TIMESERIES_FILE).equals(result.timeseries)
+    lat = pq.read_table(tmp_path / LATENCY_FILE).to_pydict()
+    assert lat["seq"] == list(range(6)) and lat["latency_ms"][3] == pytest.approx(2500.0)

@@ -1,0 +1,173 @@
+"""The workers of the simulator: one FIFO input queue and one deterministic server each, and what they
+piggyback on acks.
+
+A tuple on worker w takes cost_ms / c_w. With FIFO order and deterministic service its finish time is known
+the moment it is queued (Lindley: start = max(arrival, server free), finish = start + service), so a whole
+batch is queued by one compiled loop and no service events are ever simulated.
+
+What a worker piggybacks on an ack is a `Piggyback`: the default reports queue lengths and no signal;
+worker-side signal logic (busy/idle thresholds with a time slot between signals) is another one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def _lindley(workers, first, at, service, free_at, log, fifo, seen, mark, touched):
+    """Queue a batch arriving at `at` in order; return its last finish time and how many workers it used."""
+    worker, enqueue, start, finish = log
+    after, head, tail = fifo
+    n = free_at.size
+    done = at
+    used = 0
+    for i in range(workers.size):
+        w = workers[i]
+        if w < 0 or w >= n:
+            return -1.0 - i, used
+        slot = first + i
+        begin = at if at > free_at[w] else free_at[w]
+        end = begin + service[w]
+        free_at[w] = end
+        worker[slot] = w
+        enqueue[slot] = at
+        start[slot] = begin
+        finish[slot] = end
+        # each worker's queue is a linked list over slots, walked later to count what it holds
+        after[slot] = -1
+        if tail[w] >= 0:
+            after[tail[w]] = slot
+        else:
+            head[w] = slot
+        tail[w] = slot
+        if seen[w] != mark:
+            seen[w] = mark
+            touched[used] = w
+            used += 1
+        if end > done:
+            done = end
+    return done, used
+
+
+@numba.njit(cache=True)
+def _advance(w, at, times, after, head, last, count):
+    # move worker w's cursor over its tuples whose `times` are <= at; cursors only ever move forward
+    slot = head[w] if last[w] < 0 else after[last[w]]
+    while slot >= 0 and times[slot] <= at:
+        last[w] = slot
+        count[w] += 1
+        slot = after[slot]
+
+
+@numba.njit(cache=True)
+def _queue_lengths(workers, at, enqueue, finish, after, head, cursors, out):
+    """Tuples waiting or in service at time `at` on each given worker."""
+    arrived_last, arrived, done_last, done = cursors
+    for i in range(workers.size):
+        w = workers[i]
+        _advance(w, at, enqueue, after, head, arrived_last, arrived)
+        _advance(w, at, finish, after, head, done_last, done)
+        out[i] = arrived[w] - done[w]
+
+
+class WorkerPool:
+    """The workers: one FIFO input queue and one server each, serving a tuple in cost_ms / capacity.
+
+    Every queued tuple gets a slot in a log (worker, enqueue, start, finish) sized for the whole stream.
+    """
+
+    def __init__(self, capacities: Sequence[float], cost_ms: float, max_tuples: int) -> None:
+        n = len(capacities)
+        self.cost_s = cost_ms / 1e3
+        self.capacity = np.empty(n)
+        self.service_s = np.empty(n)
+        self.set_capacities(capacities)
+        self.free_at = np.zeros(n)  # when each server is done with everything queued so far
+        self.size = 0  # tuples queued so far, which is also the next free slot
+        self.worker = np.empty(max_tuples, np.int32)
+        self.enqueue_s = np.empty(max_tuples)
+        self.start_s = np.empty(max_tuples)
+        self.finish_s = np.empty(max_tuples)
+        self._after = np.empty(max_tuples, np.int64)
+        self._head = np.full(n, -1, np.int64)
+        self._tail = np.full(n, -1, np.int64)
+        self._seen = np.full(n, -1, np.int64)
+        self._touched = np.empty(n, np.int32)
+        self._batches = 0
+        # per worker: last slot counted as arrived, how many arrived, last slot counted as done, how many done
+        self._cursors = (
+            np.full(n, -1, np.int64),
+            np.zeros(n, np.int64),
+            np.full(n, -1, np.int64),
+            np.zeros(n, np.int64),
+        )
+        self._observed_at = -np.inf
+
+    @property
+    def workers(self) -> int:
+        """Number of workers."""
+        return len(self.capacity)
+
+    def set_capacities(self, capacities: Sequence[float]) -> None:
+        """Change every worker's capacity; tuples queued from now on are served at the new speed."""
+        capacity = np.asarray(capacities, dtype=np.float64)
+        if capacity.shape != self.capacity.shape or not np.all(capacity > 0):
+            raise ValueError(f"a capacity vector needs {len(self.capacity)} positive values")
+        self.capacity[:] = capacity
+        self.service_s[:] = self.cost_s / capacity
+
+    def enqueue(self, workers: np.ndarray, at: float) -> tuple[int, float, np.ndarray]:
+        """Queue a batch routed to `workers` arriving at `at`: first slot, last finish, workers used."""
+        first = self.size
+        if first + len(workers) > len(self.worker):
+            raise RuntimeError("more tuples queued than the stream holds")
+        self._batches += 1
+        log = (self.worker, self.enqueue_s, self.start_s, self.finish_s)
+        fifo = (self._after, self._head, self._tail)
+        done, used = _lindley(
+            workers,
+            first,
+            at,
+            self.service_s,
+            self.free_at,
+            log,
+            fifo,
+            self._seen,
+            self._batches,
+            self._touched,
+        )
+        if done < 0:
+            bad = workers[int(-1.0 - done)]
+            raise ValueError(f"the grouping routed a tuple to worker {bad}, outside [0, {self.workers})")
+        self.size += len(workers)
+        return first, done, self._touched[:used].copy()
+
+    def queue_length(self, workers: np.ndarray, at: float) -> np.ndarray:
+        """Tuples waiting or in service on each given worker at time `at` (times must not decrease)."""
+        if at < self._observed_at:
+            raise ValueError("queue lengths are observed in time order")
+        self._observed_at = at
+        out = np.empty(len(workers), np.int64)
+        _queue_lengths(
+            workers, at, self.enqueue_s, self.finish_s, self._after, self._head, self._cursors, out
+        )
+        return out
+
+
+class Piggyback(Protocol):
+    """Worker-side ack logic: the load and the signal each worker attaches to an ack leaving at time `at`."""
+
+    def __call__(self, pool: WorkerPool, workers: np.ndarray, at: float) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+class QueueLengthReport:
+    """Each worker reports its queue length as its load and sends no signal (0)."""
+
+    def __call__(self, pool: WorkerPool, workers: np.ndarray, at: float) -> tuple[np.ndarray, np.ndarray]:
+        """Loads and signals of the given workers at time `at`."""
+        return pool.queue_length(workers, at).astype(np.float64), np.zeros(len(workers), np.int8)
