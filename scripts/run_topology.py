@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""Run one stream topology with a chosen grouping; see `--help`."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
+
+from topo.cli import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""`run_topology.py`: parse the command line, check everything, run one topology, write its run directory.
+
+Every user mistake ends in one line on stderr and exit status 2, and is found before any work starts,
+so a bad input never leaves a partial run directory behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from topo.spec import DEFAULT_STREAM, SpecError, TopologySpec
+
+ENGINES = ("sim", "ray")
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse prints usage plus a message; the contract is one clear line
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The option set of DESIGN.md, each documented with its unit and default."""
+    import groupings
+
+    p = _Parser(
+        prog="run_topology.py",
+        description="Run one stream topology (sources -> workers) with a chosen grouping and print its summary.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--grouping", default="dc", metavar="NAME",
+                   help=f"partitioning strategy, one of: {', '.join(groupings.names())}")
+    p.add_argument("--engine", default="sim", choices=ENGINES,
+                   help="sim = discrete-event simulator; ray = Ray actors (not built yet)")
+    p.add_argument("--workers", type=int, default=4, metavar="N", help="number of downstream workers")
+    p.add_argument("--sources", type=int, default=2, metavar="S",
+                   help="number of upstream sources; the input is shuffled among them")
+    p.add_argument("--capacities", default=None, metavar="C1,C2,...",
+                   help="relative capacity of each worker (one value per worker; 1.0 = nominal speed); "
+                        "default: all 1.0")
+    p.add_argument("--stream", default=DEFAULT_STREAM, metavar="SPEC",
+                   help="a dataset directory, or inline 'zipf:z=..,keys=..,messages=..,seed=..' or "
+                        "'drift:z=..,keys=..,messages=..,shift_every=..,seed=..'")
+    p.add_argument("--operator", default="wordcount", metavar="NAME", help="what each worker computes")
+    p.add_argument("--cost-ms", type=float, default=0.1, metavar="MS",
+                   help="processing time of one tuple on a capacity-1.0 worker, in milliseconds")
+    p.add_argument("--rate", type=float, default=None, metavar="TPS",
+                   help="total input rate in tuples/s over all sources; default: as fast as the topology "
+                        "takes them (saturating, bounded by --max-pending)")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop emitting after this many seconds of (simulated) time; default: the whole stream")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice in the run")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="params",
+                   help="a grouping parameter, e.g. eps=0.01 or theta=0.02; repeat for several")
+    p.add_argument("--batch-size", type=int, default=100, metavar="TUPLES",
+                   help="tuples a source routes and sends together (micro-batch)")
+    p.add_argument("--linger-ms", type=float, default=5.0, metavar="MS",
+                   help="a partly filled micro-batch is sent at most this long after its first tuple")
+    p.add_argument("--max-pending", type=int, default=16, metavar="BATCHES",
+                   help="micro-batches in flight per source before it waits for acks (backpressure)")
+    p.add_argument("--net-delay-ms", type=float, default=0.0, metavar="MS",
+                   help="one-way network delay of tuples and of acks, in milliseconds")
+    p.add_argument("--sample-interval", type=float, default=None, metavar="SECONDS",
+                   help="resolution of the per-worker time series; default: about 200 samples per run")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="run directory to write; default: runs/<grouping>-<engine>-<UTC time>")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it already holds a run")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots in the run directory")
+    p.add_argument("--json", action="store_true",
+                   help="print the run summary as one JSON line (the last line of stdout) instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_capacities(text: str | None) -> tuple[float, ...] | None:
+    """'1,1,0.3' -> (1.0, 1.0, 0.3); one clear error for anything else."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise UsageError(f"--capacities '{text}': expected comma-separated numbers such as 1,1,0.3") from None
+    return values
+
+
+def parse_params(items: list[str]) -> dict[str, str]:
+    """['eps=0.3', 'vw=10'] -> {'eps': '0.3', 'vw': '10'}; values stay strings, the grouping coerces them."""
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--set '{item}': expected KEY=VALUE, e.g. --set eps=0.01")
+        params[key.strip()] = value.strip()
+    return params
+
+
+def spec_from_args(args: argparse.Namespace) -> TopologySpec:
+    """Build and validate the topology the options describe."""
+    return TopologySpec(
+        grouping=args.grouping, engine=args.engine, workers=args.workers, sources=args.sources,
+        capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
+        cost_ms=args.cost_ms, rate=args.rate, duration=args.duration, seed=args.seed,
+        params=parse_params(args.params), batch_size=args.batch_size, linger_ms=args.linger_ms,
+        max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    try:
+        return _main(argv)
+    except (UsageError, SpecError) as exc:
+        print(f"run_topology.py: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("run_topology.py: interrupted; no run directory written", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    from topo import runner
+    from topo.report import print_summary
+    from topo.rundir import atomic_run_dir, default_run_dir
+
+    args = build_parser().parse_args(argv)
+    spec = spec_from_args(args)
+    prepared = runner.prepare(spec)  # validates grouping, operator, stream: raises SpecError
+    out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
+    with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
+        result = runner.execute(prepared, progress=not (args.quiet or args.json))
+        runner.write_run(result, tmp, plots=not args.no_plots, spec=spec)
+    summary = dict(result.summary, run_dir=str(out))
+    if args.json:
+        print(json.dumps(summary, separators=(",", ":")))
+    else:
+        print_summary(summary)
+    return 0

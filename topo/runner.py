@@ -1,0 +1,93 @@
+"""One run, start to finish: check the inputs, run an engine, write the run directory.
+
+`prepare` does every check that can fail on user input before any work starts; `execute` runs the engine;
+`write_run` fills a (temporary) directory that the caller renames into place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import groupings
+import operators
+from topo.metrics import RunResult, write_outputs
+from topo.spec import SpecError, TopologySpec
+from topo.streams import Stream, StreamError, load_stream
+
+SPEC_FILE = "spec.json"
+
+
+@dataclass
+class Prepared:
+    """A topology whose every input has been checked: ready to run."""
+
+    spec: TopologySpec
+    stream: Stream
+    make_grouping: Callable[[int], object]
+
+
+def prepare(spec: TopologySpec) -> Prepared:
+    """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
+    from topo.sim import source_seed
+
+    if spec.engine != "sim":
+        raise SpecError(f"--engine {spec.engine}: not available in this release; use --engine sim")
+    try:
+        operators.make(spec.operator)
+    except ValueError as exc:
+        raise SpecError(f"--operator: {exc}") from None
+
+    def make_grouping(source: int) -> object:
+        return groupings.make(spec.grouping, workers=spec.workers, seed=source_seed(spec.seed, source),
+                              **spec.params)
+
+    try:
+        make_grouping(0)  # an unknown name or parameter fails here, before the stream is loaded
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    try:
+        stream = load_stream(spec.stream)
+    except StreamError as exc:
+        raise SpecError(str(exc)) from None
+    if stream.messages == 0:
+        raise SpecError(f"--stream {spec.stream}: the stream is empty")
+    return Prepared(spec, stream, make_grouping)
+
+
+def execute(prepared: Prepared, progress: bool = True) -> RunResult:
+    """Run the prepared topology on its engine, with a progress bar on stderr when asked."""
+    from topo.sim import simulate
+
+    spec, stream = prepared.spec, prepared.stream
+    total = stream.messages
+    if not progress:
+        return simulate(spec, stream, make_grouping=prepared.make_grouping)
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn(f"{spec.grouping} on {spec.engine}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("tuples"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task("run", total=total)
+        result = simulate(spec, stream, make_grouping=prepared.make_grouping,
+                          progress=lambda emitted: bar.update(task, completed=emitted))
+    return result
+
+
+def write_run(result: RunResult, directory: Path, plots: bool = True, spec: TopologySpec | None = None) -> None:
+    """Summary, logs, the spec that made them and (optionally) PNG plots, into `directory`."""
+    write_outputs(result, directory)
+    if spec is not None:
+        (directory / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(spec), indent=2) + "\n")
+    if plots:
+        from topo import plots as p
+
+        ts = {name: result.timeseries.column(name).to_numpy() for name in result.timeseries.column_names}
+        p.latency_cdf(directory / "latency_cdf.png", result.log.latency_ms, result.log.worker, result.summary)
+        p.worker_series(directory / "workers.png", ts, result.summary)
+        p.worker_load(directory / "load.png", result.summary)
