@@ -1,0 +1,111 @@
+"""Routing kernels: each strategy is one candidate set x one selector, or a head/tail split of two such pairs.
+
+    kg    one hash       x least loaded       porc  salted rehash x first with spare capacity
+    sg    all workers    x round robin        chbl  ring walk     x first with spare capacity
+    pkg   two hashes     x least loaded       dc    head: d hashes (all workers once d = n) x least loaded
+    potc  random pair    x least loaded       wc    head: all workers x least loaded
+                                              rr    head: all workers x round robin
+    (dc, wc, rr: tail keys use two hashes x least loaded, i.e. PKG)
+
+Each kernel routes a batch in order, updating the instance's state in place, so a batch gives exactly what
+routing its keys one at a time would. They are written out one per strategy (not built by a factory) so
+numba can cache them on disk; a new strategy is a new three-line kernel plus a row in the registry.
+"""
+
+from __future__ import annotations
+
+from .candidates import (
+    all_workers,
+    d_hashes,
+    hash_family,
+    one_hash,
+    random_pair,
+    ring_successor,
+    ring_walk,
+    rotated,
+    salted_rehash,
+    two_hashes,
+)
+from .head import in_head, refresh_choices
+from .jit import hot
+from .selectors import first_with_spare, least_loaded, round_robin
+from .state import D
+
+
+@hot
+def route_kg(keys, out, st):
+    """Key grouping: F_1(key)."""
+    for j in range(keys.size):
+        out[j] = least_loaded(one_hash, hash_family, keys[j], st)
+
+
+@hot
+def route_sg(keys, out, st):
+    """Shuffle grouping: round robin over all workers."""
+    for j in range(keys.size):
+        out[j] = round_robin(all_workers, rotated, keys[j], st)
+
+
+@hot
+def route_pkg(keys, out, st):
+    """Partial key grouping: the less loaded of F_1(key), F_2(key)."""
+    for j in range(keys.size):
+        out[j] = least_loaded(two_hashes, hash_family, keys[j], st)
+
+
+@hot
+def route_potc(keys, out, st):
+    """Power of two choices: the less loaded of two bins drawn at random per message."""
+    for j in range(keys.size):
+        out[j] = least_loaded(random_pair, hash_family, keys[j], st)
+
+
+@hot
+def route_porc(keys, out, st):
+    """Power of random choices: the first of H_1(key), H_2(key), ... with spare capacity."""
+    for j in range(keys.size):
+        out[j] = first_with_spare(salted_rehash, hash_family, keys[j], st)
+
+
+@hot
+def route_chbl(keys, out, st):
+    """Consistent hashing with bounded loads: the first bin clockwise on the ring with spare capacity."""
+    for j in range(keys.size):
+        out[j] = first_with_spare(ring_walk, ring_successor, keys[j], st)
+
+
+@hot
+def route_dc(keys, out, st):
+    """D-Choices: head by Greedy-d over F_1..F_d (all workers once d reaches n), tail by PKG."""
+    n = st.loads.size
+    for j in range(keys.size):
+        key = keys[j]
+        if not in_head(key, st):
+            out[j] = least_loaded(two_hashes, hash_family, key, st)
+        elif st.counters[D] >= n:
+            out[j] = least_loaded(all_workers, rotated, key, st)
+        else:
+            out[j] = least_loaded(d_hashes, hash_family, key, st)
+        refresh_choices(st)
+
+
+@hot
+def route_wc(keys, out, st):
+    """W-Choices: head to the least loaded of all workers, tail by PKG."""
+    for j in range(keys.size):
+        key = keys[j]
+        if in_head(key, st):
+            out[j] = least_loaded(all_workers, rotated, key, st)
+        else:
+            out[j] = least_loaded(two_hashes, hash_family, key, st)
+
+
+@hot
+def route_rr(keys, out, st):
+    """Round-Robin head: head in turn over all workers ignoring load, tail by PKG."""
+    for j in range(keys.size):
+        key = keys[j]
+        if in_head(key, st):
+            out[j] = round_robin(all_workers, rotated, key, st)
+        else:
+            out[j] = least_loaded(two_hashes, hash_family, key, st)

@@ -1,0 +1,111 @@
+"""The routing state one source instance owns: plain numpy arrays, so compiled kernels can update it in place.
+
+Every grouping uses the same `State` layout (fields it does not need are empty arrays): one numba type means
+the candidate sets and selectors compile once per kernel and compose freely.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+# slots of State.counters (int64)
+MESSAGES = 0  # messages routed so far by this instance (m)
+RR_NEXT = 1  # next position of the round-robin pointer
+OFFSET = 2  # per-source rotation of the all-workers candidate order (spreads ties across sources)
+PROBES = 3  # probes past the principal choice (PoRC, CH with bounded loads)
+FALLBACKS = 4  # messages that exhausted their probe budget and took the least-loaded bin instead
+D = 5  # current number of choices for the head (D-Choices); n means W-Choices
+HEAD_SIZE = 6  # |H| at the last recomputation of d
+HEAD_MESSAGES = 7  # messages whose key was in the head when routed
+NEXT_REFRESH = 8  # message count at which d is recomputed next
+REFRESH = 9  # longest interval between two recomputations of d
+REFRESHES = 10  # how many times d was recomputed
+MAX_PROBES = 11  # probe budget of salted rehashing before the fallback
+N_COUNTERS = 12
+
+# slots of State.params (float64)
+EPS = 0  # capacity slack (PoRC, CH) or imbalance target (D-Choices)
+THETA = 1  # head threshold on estimated frequency
+N_PARAMS = 2
+
+
+class Summary(NamedTuple):
+    """SpaceSaving counters kept sorted by count, in blocks of equal count, found through a hash table."""
+
+    keys: np.ndarray  # uint64[k]: monitored key of each counter slot
+    counts: np.ndarray  # int64[k]: estimated count (never below the true count); 0 = slot unused
+    errors: np.ndarray  # int64[k]: overestimation bound inherited at takeover
+    order: np.ndarray  # int32[k]: slots by ascending count
+    pos: np.ndarray  # int32[k]: position of each slot in `order`
+    block: np.ndarray  # int32[k]: block (run of equal counts in `order`) of each slot
+    block_start: np.ndarray  # int32[k]: first position of each block
+    block_end: np.ndarray  # int32[k]: last position of each block
+    free_blocks: np.ndarray  # int32[k]: stack of unused block ids
+    table: np.ndarray  # int32[2^b >= 2k]: open-addressing index key -> slot, -1 when empty
+    scratch: np.ndarray  # float64[k]: room for the head's frequencies, so routing never allocates
+    meta: np.ndarray  # int64[3]: [slots in use, items seen, free blocks on the stack]
+
+
+class State(NamedTuple):
+    """Everything a grouping instance remembers between two calls of route."""
+
+    loads: np.ndarray  # float64[bins]: local load estimate (tuples this source sent to each bin)
+    counters: np.ndarray  # int64[N_COUNTERS]
+    params: np.ndarray  # float64[N_PARAMS]
+    rng: np.ndarray  # uint64[1]: splitmix64 state for per-message random choices
+    ring_points: np.ndarray  # uint64[R]: sorted positions of the consistent-hashing ring
+    ring_owner: np.ndarray  # int32[R]: bin that owns each ring point
+    ring_directory: np.ndarray  # int32[2^b]: first ring point at or after the start of each of 2^b arcs
+    summary: Summary  # heavy-hitter counters (head detection); empty when unused
+
+
+def new_summary(capacity: int) -> Summary:
+    """Empty SpaceSaving summary with `capacity` counters (0 gives an unused placeholder)."""
+    if capacity < 0:
+        raise ValueError(f"SpaceSaving capacity must be >= 0 (got {capacity})")
+    table_size = 1
+    while table_size < 2 * capacity:
+        table_size *= 2  # load factor <= 1/2 keeps linear probing short
+    k = capacity
+    block_end = np.zeros(k, dtype=np.int32)
+    if k:
+        block_end[0] = k - 1  # every counter starts at count 0, all in block 0
+    return Summary(
+        keys=np.zeros(k, dtype=np.uint64),
+        counts=np.zeros(k, dtype=np.int64),
+        errors=np.zeros(k, dtype=np.int64),
+        order=np.arange(k, dtype=np.int32),
+        pos=np.arange(k, dtype=np.int32),
+        block=np.zeros(k, dtype=np.int32),
+        block_start=np.zeros(k, dtype=np.int32),
+        block_end=block_end,
+        free_blocks=np.arange(k - 1, -1, -1, dtype=np.int32),  # ids k-1 .. 1 free, 1 on top
+        table=np.full(table_size if k else 0, -1, dtype=np.int32),
+        scratch=np.zeros(k, dtype=np.float64),
+        meta=np.array([0, 0, max(k - 1, 0)], dtype=np.int64),
+    )
+
+
+def new_state(
+    bins: int,
+    *,
+    rng_seed: int = 0,
+    ring: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    summary_capacity: int = 0,
+) -> State:
+    """Fresh state for `bins` bins: zero loads and counters, optional ring (points, owners, directory), summary."""
+    if bins < 1:
+        raise ValueError(f"a grouping needs at least one bin (got {bins})")
+    points, owner, directory = ring if ring is not None else (np.zeros(0, np.uint64), np.zeros(0, np.int32), None)
+    return State(
+        loads=np.zeros(bins, dtype=np.float64),
+        counters=np.zeros(N_COUNTERS, dtype=np.int64),
+        params=np.zeros(N_PARAMS, dtype=np.float64),
+        rng=np.array([rng_seed], dtype=np.uint64),
+        ring_points=np.ascontiguousarray(points, dtype=np.uint64),
+        ring_owner=np.ascontiguousarray(owner, dtype=np.int32),
+        ring_directory=np.ascontiguousarray(directory if directory is not None else np.zeros(0), dtype=np.int32),
+        summary=new_summary(summary_capacity),
+    )
