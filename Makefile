@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# Consistent Grouping (cg) becomes the default of `make run` when the adaptive strategies land
+GROUPING ?= dc
+ENGINE   ?= sim
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-all lint bench table1 clean
@@ -13,7 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) scripts/run_topology.py --grouping cg
+	$(PY) scripts/run_topology.py --grouping $(GROUPING) --engine $(ENGINE) --workers 10 --sources 2 \
+		--capacities 1,1,1,1,1,1,1,1,0.5,0.5 --out runs/make-run --overwrite
 
 test: $(STAMP)
 	$(PY) -m ruff check .
@@ -30,7 +34,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_sim.py
 
 table1: $(STAMP)
-	$(PY) scripts/table1.py
+	$(PY) scripts/table1.py --markdown --plot results/table1.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

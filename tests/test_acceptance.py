@@ -1,0 +1,46 @@
+"""The foundation's promises, end to end through the simulator: skewed stream, 10 workers, one source."""
+
+from __future__ import annotations
+
+import pytest
+
+import groupings
+from topo.runner import prepare
+from topo.sim import simulate
+from topo.spec import TopologySpec
+from topo.streams import load_stream
+
+STREAM = "zipf:z=1.03,keys=100000,messages=1000000,seed=7"
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return load_stream(STREAM)
+
+
+def run(stream, grouping: str, **params):
+    spec = TopologySpec(grouping=grouping, engine="sim", workers=10, sources=1, stream=STREAM, params=params)
+    return simulate(spec, stream, make_grouping=prepare(spec).make_grouping).summary
+
+
+@pytest.mark.parametrize("grouping", groupings.names())
+def test_every_grouping_is_exact_and_complete(stream, grouping):
+    s = run(stream, grouping)
+    assert s["exact"] is True
+    assert s["tuples_in"] == s["tuples_processed"] == stream.messages
+
+
+def test_the_issue_table_of_promises(stream):
+    p1 = stream.meta["p1"]
+    kg = run(stream, "kg")
+    assert kg["imbalance"] >= 10 * p1 - 1  # the hottest key's worker alone
+    assert kg["replication"] == pytest.approx(1.0)
+    assert run(stream, "pkg")["replication"] <= 2.0
+    for name in ("porc", "chbl"):
+        # the bound is ceil((1+eps) m/n) on counts, so allow the rounding of one message per worker
+        assert run(stream, name, eps=0.3)["imbalance"] <= 0.3 + 10 / stream.messages
+    for name in ("sg", "potc"):
+        assert run(stream, name)["imbalance"] < 0.01
+    for name in ("wc", "dc"):
+        assert run(stream, name)["imbalance"] < 0.05
+
