@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from contract import SUMMARY_KEYS
 
 from topo.metrics import (
     LATENCY_FILE,
@@ -23,21 +24,7 @@ from topo.metrics import (
     write_outputs,
 )
 
-CONTRACT = [
-    "grouping",
-    "engine",
-    "workers",
-    "sources",
-    "tuples_in",
-    "tuples_processed",
-    "duration_s",
-    "throughput_tps",
-    "latency_ms",
-    "imbalance",
-    "replication",
-    "per_worker",
-    "exact",
-]
+CONTRACT = SUMMARY_KEYS
 
 
 def make_log(rows: list[tuple[int, int, float, float, float]]) -> TupleLog:

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from contract import SUMMARY_KEYS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -369,21 +370,7 @@ def test_summary_is_the_contract_and_plain_json():
     spec = TopologySpec(grouping="kg", workers=3, sources=2, cost_ms=0.2, batch_size=10, seed=3)
     r = simulate(spec, stream(3000, keys=50))
     s = json.loads(json.dumps(r.summary, allow_nan=False))
-    contract = [
-        "grouping",
-        "engine",
-        "workers",
-        "sources",
-        "tuples_in",
-        "tuples_processed",
-        "duration_s",
-        "throughput_tps",
-        "latency_ms",
-        "imbalance",
-        "replication",
-        "per_worker",
-        "exact",
-    ]
+    contract = SUMMARY_KEYS
     assert list(s)[: len(contract)] == contract
     assert s["engine"] == "sim" and s["grouping"] == "kg" and s["exact"] is True
     assert s["replication"] == pytest.approx(1.0)  # key grouping: every key on one worker
