@@ -1,6 +1,9 @@
-"""Routing speed of every grouping: compiled kernel vs a plain per-tuple Python version, on a Zipf stream.
+"""Routing speed of every grouping with a plain Python version: compiled code vs that version, on a Zipf stream.
 
     python benchmarks/bench_routing.py --messages 1000000 --workers 10,100
+
+Time-driven groupings (lasg) get the engine clock too: the stream is routed in batches of --batch tuples, one
+batch per millisecond of engine time, so their periodic refreshes are part of what is measured.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import time
 import numpy as np
 
 import groupings
-from groupings.reference import PyGrouping
+from groupings.reference import REFERENCE_NAMES, py_grouping
 
 
 def zipf_keys(z: float, n_keys: int, messages: int, seed: int) -> np.ndarray:
@@ -23,25 +26,37 @@ def zipf_keys(z: float, n_keys: int, messages: int, seed: int) -> np.ndarray:
     return groupings.hash_keys([f"key{i}" for i in range(n_keys)])[np.minimum(ranks, n_keys - 1)]
 
 
-def compiled_rate(name: str, workers: int, keys: np.ndarray, repeats: int) -> tuple[float, float]:
+TIMED = ("lasg",)  # groupings whose routing depends on the engine clock
+
+
+def route_all(g, keys: np.ndarray, batch: int, timed: bool) -> None:
+    """Route every key: in one call, or for a timed grouping in batches one millisecond of engine time apart."""
+    if not timed:
+        g.route(keys)
+        return
+    for i, start in enumerate(range(0, keys.size, batch)):
+        g.route(keys[start : start + batch], i * 1e-3)
+
+
+def compiled_rate(name: str, workers: int, keys: np.ndarray, repeats: int, batch: int) -> tuple[float, float]:
     """Seconds of the first call (compile or cache load) and best tuples/s of a fresh instance routing all keys."""
     start = time.perf_counter()
-    groupings.make(name, workers).route(keys[:1000])
+    groupings.make(name, workers).route(keys[:1000], 0.0)
     first_call = time.perf_counter() - start
     best = float("inf")
     for _ in range(repeats):
         g = groupings.make(name, workers, seed=1)
         start = time.perf_counter()
-        g.route(keys)
+        route_all(g, keys, batch, name in TIMED)
         best = min(best, time.perf_counter() - start)
     return first_call, keys.size / best
 
 
-def python_rate(name: str, workers: int, keys: np.ndarray) -> float:
+def python_rate(name: str, workers: int, keys: np.ndarray, batch: int) -> float:
     """Tuples/s of the plain Python version routing the keys one at a time."""
-    g = PyGrouping(name, workers, seed=1)
+    g = py_grouping(name, workers, seed=1)
     start = time.perf_counter()
-    g.route(keys)
+    route_all(g, keys, batch, name in TIMED)
     return keys.size / (time.perf_counter() - start)
 
 
@@ -53,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keys", type=int, default=100_000, help="distinct keys")
     parser.add_argument("--z", type=float, default=1.1, help="Zipf exponent")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per kernel (best is kept)")
-    parser.add_argument("--groupings", default=",".join(groupings.names()), help="comma-separated names")
+    parser.add_argument("--groupings", default=",".join(REFERENCE_NAMES), help="comma-separated names")
+    parser.add_argument("--batch", type=int, default=10_000, help="batch size of time-driven groupings")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     try:
@@ -61,11 +77,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     except ValueError:
         parser.error(f"--workers takes comma-separated integers (got {args.workers!r})")
     args.groupings = [g.strip() for g in args.groupings.split(",") if g.strip()]
-    unknown = sorted(set(args.groupings) - set(groupings.names()))
+    unknown = sorted(set(args.groupings) - set(REFERENCE_NAMES))
     if unknown:
-        parser.error(f"unknown grouping {unknown[0]!r} (valid: {', '.join(groupings.names())})")
-    if min(args.workers) < 1 or args.messages < 1000 or args.python_messages < 1 or args.keys < 1:
-        parser.error("--workers >= 1, --messages >= 1000, --python-messages >= 1 and --keys >= 1")
+        parser.error(f"no plain Python version of grouping {unknown[0]!r} (valid: {', '.join(REFERENCE_NAMES)})")
+    if min(args.workers) < 1 or args.messages < 1000 or args.python_messages < 1 or args.keys < 1 or args.batch < 1:
+        parser.error("--workers >= 1, --messages >= 1000, --python-messages >= 1, --keys >= 1 and --batch >= 1")
     return args
 
 
@@ -76,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for workers in args.workers:
         for name in args.groupings:
-            first_call, fast = compiled_rate(name, workers, keys, args.repeats)
-            slow = python_rate(name, workers, sample)
+            first_call, fast = compiled_rate(name, workers, keys, args.repeats, args.batch)
+            slow = python_rate(name, workers, sample, args.batch)
             rows.append((name, workers, fast, slow, fast / slow, first_call))
     title = f"routing speed: Zipf z={args.z}, {args.keys} keys, {args.messages} messages (Python: {sample.size})"
     try:

@@ -1,17 +1,42 @@
 """Stream partitioners ("groupings") for one stream edge: pure numpy + compiled kernels, no I/O.
 
     g = groupings.make("pkg", workers=10, seed=source_index)
-    workers = g.route(groupings.hash_keys(["a", "b", "a"]))
+    workers = g.route(groupings.hash_keys(["a", "b", "a"]), now=0.0)
+    g.feedback(report)  # an AckReport: what the acks that reached this source carried
+    g.resize(11)        # a worker joins at index 10
 
-Each strategy is a candidate set (one hash, two hashes, d hashes, all workers, ring walk, salted rehash,
-random per message) combined with a selector (least local load, first with spare capacity, round robin);
-D-Choices, W-Choices and Round-Robin add a head/tail split driven by a SpaceSaving heavy-hitter summary.
+Each compiled strategy is a candidate set (one hash, two hashes, d hashes, all workers, ring walk, salted
+rehash, random per message) combined with a selector (least local load, first with spare capacity, round
+robin); D-Choices, W-Choices and Round-Robin add a head/tail split driven by a SpaceSaving heavy-hitter summary.
+Adaptive strategies live in `groupings.adaptive`, one module each, and register themselves on import.
 """
 
 from .dchoices import find_optimal_choices
-from .grouping import Grouping, Strategy
+from .feedback import AckReport, WorkerReport
+from .grouping import Grouping, Partitioner, Strategy
 from .hashing import hash_keys
-from .registry import make, names
+from .params import Param
+from .registry import describe, make, make_controller, make_delegation, names, register
 from .spacesaving import SpaceSaving
 
-__all__ = ["Grouping", "SpaceSaving", "Strategy", "find_optimal_choices", "hash_keys", "make", "names"]
+__all__ = [
+    "AckReport",
+    "adaptive",
+    "Grouping",
+    "Param",
+    "Partitioner",
+    "SpaceSaving",
+    "Strategy",
+    "WorkerReport",
+    "describe",
+    "find_optimal_choices",
+    "hash_keys",
+    "make",
+    "make_controller",
+    "make_delegation",
+    "names",
+    "register",
+]
+
+# last, so that adaptive modules may use everything above while they register themselves
+from . import adaptive  # noqa: E402

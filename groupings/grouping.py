@@ -1,35 +1,107 @@
-"""The object engines hold, one per source: a strategy (kernel + parameters) and the state it routes with."""
+"""The object engines hold, one per source: a strategy (kernel + parameters) and the state it routes with.
+
+Every grouping, compiled here or registered from its own module, honours one protocol (`Partitioner`); the
+checks of its inputs are shared functions below, so all strategies refuse bad input the same way.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .feedback import AckReport
 from .params import Param
 from .state import State
 
 
+@runtime_checkable
+class Partitioner(Protocol):
+    """What every grouping instance offers engines (one instance per source)."""
+
+    name: str
+    workers: int  # active workers now: route answers in [0, workers)
+    seed: int
+    params: dict
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Worker (int32) of each uint64 key hash, in order; the same as routing them one at a time at `now`."""
+
+    def feedback(self, report: AckReport) -> None:
+        """Take what the acks that reached this source carried."""
+
+    def resize(self, workers: int) -> None:
+        """The active workers become [0, workers): workers join or leave at the top index."""
+
+    def stats(self) -> dict:
+        """Small JSON-able facts about the routing so far."""
+
+
+# --- input checks shared by every strategy ----------------------------------------------------------------------
+
+
+def check_workers(workers: Any) -> int:
+    """A worker count as int; anything but a positive integer is a ValueError."""
+    if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be a positive integer (got {workers!r})")
+    return int(workers)
+
+
+def as_key_hashes(keys: Any) -> np.ndarray:
+    """Keys as a contiguous one-dimensional uint64 array; signed integers reinterpret bit for bit."""
+    keys = np.asarray(keys)
+    if keys.ndim != 1:
+        raise ValueError(f"route takes a one-dimensional array of key hashes (got shape {keys.shape})")
+    if keys.dtype != np.uint64:
+        if keys.size and keys.dtype.kind not in "iu":
+            raise ValueError(f"route takes uint64 key hashes (got dtype {keys.dtype})")
+        keys = keys.astype(np.uint64)
+    return np.ascontiguousarray(keys)
+
+
+def check_now(now: Any) -> float | None:
+    """The engine clock as a float, or None; NaN and infinities are ValueErrors."""
+    if now is None:
+        return None
+    now = float(now)
+    if not math.isfinite(now):
+        raise ValueError(f"now must be a finite time in seconds (got {now})")
+    return now
+
+
+def check_report(report: Any, workers: int) -> AckReport:
+    """The report itself, once it is known to be an AckReport naming only workers in [0, workers)."""
+    if not isinstance(report, AckReport):
+        raise TypeError(f"feedback takes an AckReport (got {type(report).__name__})")
+    w = report.workers
+    if len(w) and (int(np.min(w)) < 0 or int(np.max(w)) >= workers):
+        raise ValueError(f"feedback names a worker outside [0, {workers})")
+    return report
+
+
+# --- the compiled strategies ------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Strategy:
-    """How one grouping routes: compiled kernel, parameters, initial state, statistics, feedback hook."""
+    """How one compiled grouping routes: kernel, parameters, initial state, resize, statistics, feedback hook."""
 
     name: str
     doc: str
     kernel: Callable[[np.ndarray, np.ndarray, State], None]  # (keys, out bins, state), updates state in place
     prepare: Callable[[int, int, Mapping[str, Any]], State]  # (workers, seed, params) -> fresh state
+    resize: Callable[[State, int, int, Mapping[str, Any]], State]  # (state, workers, seed, params) -> state
     params: tuple[Param, ...] = ()
     stats: Callable[[State], dict] = field(default=lambda st: {})
-    # bins -> workers when bins are not workers (virtual workers); None: bin b is worker b
-    to_workers: Callable[[State, np.ndarray], np.ndarray] | None = None
-    # reacts to what acks carry (worker, reported load, signal); None: the strategy ignores feedback
-    on_feedback: Callable[[State, np.ndarray, np.ndarray, np.ndarray], None] | None = None
+    # reacts to what acks carry; None: the strategy ignores feedback
+    on_feedback: Callable[[State, AckReport], None] | None = None
 
 
 class Grouping:
-    """A stream partitioner for one source instance: `route` keys to workers, learn from `feedback`."""
+    """A compiled stream partitioner for one source instance: `route` keys to workers, learn from `feedback`."""
 
     def __init__(self, strategy: Strategy, workers: int, seed: int, params: Mapping[str, Any]) -> None:
         self._strategy = strategy
@@ -39,40 +111,38 @@ class Grouping:
         self.params = dict(params)
         self._state = strategy.prepare(workers, seed, self.params)
 
-    def route(self, keys: np.ndarray) -> np.ndarray:
-        """Chosen worker (int32) of each 64-bit key hash, in order; same result and state as one at a time."""
-        keys = np.asarray(keys)
-        if keys.ndim != 1:
-            raise ValueError(f"route takes a one-dimensional array of key hashes (got shape {keys.shape})")
-        if keys.dtype != np.uint64:
-            if keys.size and keys.dtype.kind not in "iu":
-                raise ValueError(f"route takes uint64 key hashes (got dtype {keys.dtype})")
-            keys = keys.astype(np.uint64)  # signed hashes reinterpret bit for bit
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Chosen worker (int32) of each 64-bit key hash, in order; same result and state as one at a time.
+
+        These strategies do not depend on time: `now` is checked and otherwise ignored.
+        """
+        keys = as_key_hashes(keys)
+        if now is not None:
+            check_now(now)
         out = np.empty(keys.size, dtype=np.int32)
         if keys.size:
-            self._strategy.kernel(np.ascontiguousarray(keys), out, self._state)
-        if self._strategy.to_workers is not None:
-            out = self._strategy.to_workers(self._state, out)
+            self._strategy.kernel(keys, out, self._state)
         return out
 
-    def feedback(self, workers: np.ndarray, loads: np.ndarray, signals: np.ndarray) -> None:
-        """Take what acks carried back: acking worker, its reported load, and its +1/-1/0 signal."""
-        workers = np.asarray(workers, dtype=np.int32)
-        loads = np.asarray(loads, dtype=np.float64)
-        signals = np.asarray(signals, dtype=np.int8)
-        if not (workers.shape == loads.shape == signals.shape) or workers.ndim != 1:
-            raise ValueError("feedback takes three one-dimensional arrays of the same length")
-        if workers.size and (workers.min() < 0 or workers.max() >= self.workers):
-            raise ValueError(f"feedback names a worker outside [0, {self.workers})")
-        if self._strategy.on_feedback is not None and workers.size:
-            self._strategy.on_feedback(self._state, workers, loads, signals)
+    def feedback(self, report: AckReport) -> None:
+        """Take what the acks that reached this source carried (most compiled strategies ignore it)."""
+        check_report(report, self.workers)
+        if self._strategy.on_feedback is not None and len(report):
+            self._strategy.on_feedback(self._state, report)
+
+    def resize(self, workers: int) -> None:
+        """Route over [0, workers) from now on; local estimates of removed workers are dropped."""
+        workers = check_workers(workers)
+        if workers != self.workers:
+            self._state = self._strategy.resize(self._state, workers, self.seed, self.params)
+            self.workers = workers
 
     def stats(self) -> dict:
         """Small JSON-able facts about the routing so far (messages, probes, head size, d, ...)."""
         return self._strategy.stats(self._state)
 
     def local_loads(self) -> np.ndarray:
-        """Copy of this source's local load estimate per bin (tuples it sent to each)."""
+        """Copy of this source's local load estimate per worker (tuples it sent to each, see `resize`)."""
         return self._state.loads.copy()
 
     def __getstate__(self) -> dict:

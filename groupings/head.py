@@ -9,9 +9,7 @@ from __future__ import annotations
 from .dchoices import optimal_choices
 from .jit import hot
 from .spacesaving import head_into, offer
-from .state import EPS, HEAD_MESSAGES, HEAD_SIZE, MESSAGES, NEXT_REFRESH, REFRESH, REFRESHES, THETA, D
-
-FIRST_REFRESH = 1000  # d is first recomputed after this many messages, then at doubling intervals
+from .state import EPS, FIRST_REFRESH, HEAD_MESSAGES, HEAD_SIZE, MESSAGES, NEXT_REFRESH, REFRESH, REFRESHES, THETA, D
 
 
 @hot

@@ -8,8 +8,10 @@
     (dc, wc, rr: tail keys use two hashes x least loaded, i.e. PKG)
 
 Each kernel routes a batch in order, updating the instance's state in place, so a batch gives exactly what
-routing its keys one at a time would. They are written out one per strategy (not built by a factory) so
-numba can cache them on disk; a new strategy is a new three-line kernel plus a row in the registry.
+routing its keys one at a time would. The number of workers is the size of the state's load array, so after
+a resize the same kernels route over the new count. They are written out one per strategy (not built by a factory) so
+numba can cache them on disk (numba checks only this file for changes: edit it too when a selector or a
+candidate set changes); a new strategy is a new three-line kernel plus a row in the registry.
 """
 
 from __future__ import annotations

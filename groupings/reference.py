@@ -1,7 +1,9 @@
-"""Plain per-tuple Python versions of every strategy: the baseline for speed, and an oracle for the kernels.
+"""Plain per-tuple Python versions of the strategies: the baseline for speed, and an oracle for the kernels.
 
-They follow the same algorithms with the same hash family, random generator, tie rules and SpaceSaving
-eviction rule, so for a given seed they route exactly like the compiled kernels, only one tuple at a time.
+They follow the same algorithms with the same hash family, random generator, tie rules, SpaceSaving eviction
+rule and resize rules, so for a given seed they route exactly like the compiled code, one tuple at a time.
+`py_grouping(name, ...)` builds the one for any strategy that has a plain version (the nine compiled ones
+and lasg).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .feedback import AckReport
 from .ring import build_ring
 
 MASK64 = (1 << 64) - 1
@@ -133,8 +136,9 @@ class PyGrouping:
             raise ValueError(f"unknown grouping {name!r}")
         self.name, self.n, self.seed = name, workers, seed
         self.params: Mapping[str, Any] = resolve(name, STRATEGIES[name].params, workers, params)
-        self.loads = [0] * workers
+        self.loads: list[float] = [0] * workers
         self.m = 0
+        self.shift = 0.0  # sum of the loads minus m, set by a resize
         self.rr = 0
         self.offset = seed % workers
         self.rng = seed & MASK64
@@ -142,15 +146,39 @@ class PyGrouping:
         self.d = 2
         self.next_refresh = min(FIRST_REFRESH, self.params.get("refresh", 1))
         if name == "chbl":
-            points, owners = build_ring(workers, self.params["replicas"])
-            self.points, self.owners = [int(x) for x in points], [int(x) for x in owners]
+            self._build_ring()
         if "counters" in self.params:
             self.summary = PySpaceSaving(self.params["counters"])
 
-    def route(self, keys: np.ndarray) -> np.ndarray:
-        """Route every key in order."""
+    def _build_ring(self) -> None:
+        points, owners = build_ring(self.n, self.params["replicas"])
+        self.points, self.owners = [int(x) for x in points], [int(x) for x in owners]
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Route every key in order (these strategies ignore time)."""
         step = getattr(self, "_" + self.name)
         return np.array([step(int(k)) for k in keys], dtype=np.int32)
+
+    def feedback(self, report: AckReport) -> None:
+        """These strategies ignore feedback."""
+
+    def resize(self, workers: int) -> None:
+        """Drop the loads of removed workers, start new ones at the mean load; the ring grows or shrinks."""
+        if workers == self.n:
+            return
+        if workers < self.n:
+            self.loads = self.loads[:workers]
+        else:
+            mean = math.floor(math.fsum(self.loads) / self.n)
+            self.loads = self.loads + [mean] * (workers - self.n)
+        self.n = workers
+        self.offset = self.seed % workers
+        self.max_probes = max(1024, 64 * workers)
+        self.shift = math.fsum(self.loads) - float(self.m)
+        if self.name == "chbl":
+            self._build_ring()
+        if "counters" in self.params:
+            self.next_refresh = self.m
 
     # selectors --------------------------------------------------------------------------------------------
 
@@ -175,7 +203,7 @@ class PyGrouping:
         return (self.offset + i) % self.n
 
     def _first_spare(self, candidate) -> int:
-        cap = math.ceil((1.0 + self.params["eps"]) * (self.m + 1) / self.n)
+        cap = math.ceil((1.0 + self.params["eps"]) * (self.m + self.shift + 1) / self.n)
         for i in range(len(self.points) if self.name == "chbl" else self.max_probes):
             w = candidate(i)
             if self.loads[w] < cap:
@@ -232,3 +260,97 @@ class PyGrouping:
 
     def _rr(self, key: int) -> int:
         return self._send(self._next_rr()) if self._in_head(key) else self._least(self._hashes(key, 2))
+
+
+class PyLoadAwareShuffle:
+    """Storm's load-aware shuffle grouping ("lasg"), one tuple at a time in plain Python."""
+
+    def __init__(self, workers: int, seed: int = 0, **params: Any) -> None:
+        from .params import resolve
+        from .registry import lookup
+
+        self.name, self.n, self.seed = "lasg", workers, seed
+        self.params = resolve("lasg", lookup("lasg").params, workers, params)
+        self.linear = self.params["weights"] == "linear"
+        self.weights = [100] * workers
+        self.reported = [0.0] * workers
+        self.rng = seed & MASK64
+        self.clock = 0.0
+        self.tick = 0
+        self.cursor = -1
+        self.choices: list[int] = []
+        self._update(1)
+        self._rebuild()
+
+    def _draw(self, k: int) -> int:
+        self.rng = (self.rng + GOLDEN) & MASK64
+        return bucket(mix64(self.rng, 0), k)
+
+    def _update(self, steps: int) -> None:
+        if self.linear:
+            self.weights = [int(101.0 - 100.0 * x) for x in self.reported]
+            return
+        least = min(self.reported)
+        for _ in range(steps):
+            self.weights = [
+                min(100, w + 1) if x <= least + 0.05 else max(0, w - 10)
+                for w, x in zip(self.weights, self.reported, strict=True)
+            ]
+
+    def _rebuild(self) -> None:
+        size = max(self.params["slots"], self.n)
+        total = sum(self.weights)
+        if total == 0:
+            choices = [i % self.n for i in range(size)]
+        else:
+            choices = []
+            for w, weight in enumerate(self.weights):
+                choices += [w] * int(weight / total * size)
+            choices = choices[:size] or [max(range(self.n), key=lambda w: (self.weights[w], -w))]
+            while len(choices) < size:
+                choices.append(choices[self._draw(len(choices))])
+        for i in range(size - 1, 0, -1):
+            j = self._draw(i + 1)
+            choices[i], choices[j] = choices[j], choices[i]
+        self.choices, self.cursor = choices, -1
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Refresh if the clock passed a refresh instant, then give each tuple the next entry of the array."""
+        if now is not None and now > self.clock:
+            self.clock = now
+        tick = math.floor(self.clock / self.params["refresh"])
+        if tick > self.tick:
+            self._update(min(tick - self.tick, 100))
+            self.tick = tick
+            self._rebuild()
+        out = []
+        for _ in keys:
+            self.cursor = self.cursor + 1 if self.cursor + 1 < len(self.choices) else 0
+            out.append(self.choices[self.cursor])
+        return np.array(out, dtype=np.int32)
+
+    def feedback(self, report: AckReport) -> None:
+        """The newest load heard from each worker, clipped to [0, 1]."""
+        self.clock = max(self.clock, report.now)
+        for w, x in zip(report.workers.tolist(), report.load.tolist(), strict=True):
+            self.reported[w] = min(max(x, 0.0), 1.0)
+
+    def resize(self, workers: int) -> None:
+        """A newcomer starts at load 0 and its weight; the array is rebuilt with the weights as they are."""
+        if workers == self.n:
+            return
+        keep = min(workers, self.n)
+        self.weights = self.weights[:keep] + [101 if self.linear else 100] * (workers - keep)
+        self.reported = self.reported[:keep] + [0.0] * (workers - keep)
+        self.n = workers
+        self._rebuild()
+
+
+def py_grouping(name: str, workers: int, seed: int = 0, **params: Any) -> PyGrouping | PyLoadAwareShuffle:
+    """The plain Python version of strategy `name`."""
+    if name == "lasg":
+        return PyLoadAwareShuffle(workers, seed, **params)
+    return PyGrouping(name, workers, seed, **params)
+
+
+REFERENCE_NAMES = ("kg", "sg", "pkg", "potc", "porc", "chbl", "dc", "wc", "rr", "lasg")

@@ -1,61 +1,206 @@
-"""The strategies by name, and `make`: each is a kernel (candidates x selector), parameters and state."""
+"""Strategies by name: `register` adds one, `make` builds an instance, `names` and `describe` list them.
+
+The nine compiled strategies (a kernel, parameters and state each) are registered here; every module of
+`groupings.adaptive` registers its own strategy when the package is imported. A strategy may come with a
+controller (one per run, shared by every source) and a worker delegation (the worker side of its feedback);
+the factory, the controller and the delegation all receive the same resolved parameters.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import kernels
 from . import state as slot
-from .grouping import Grouping, Strategy
-from .head import FIRST_REFRESH
-from .params import COUNTERS, REFRESH, REPLICAS, THETA, eps_param, resolve
-from .ring import build_ring, ring_directory
+from .grouping import Grouping, Strategy, check_workers
+from .params import COUNTERS, REFRESH, REPLICAS, THETA, Param, eps_param, resolve, shown_default
 from .selectors import capacity
 from .spacesaving import head_frequencies
-from .state import State, new_state
+from .state import State
 
-_MASK64 = (1 << 64) - 1
+Factory = Callable[[int, int, dict, Any], Any]  # (workers, seed, params, controller) -> grouping
+ControllerFactory = Callable[[int, int, dict], Any]  # (workers, seed, params) -> Controller
+DelegationFactory = Callable[[int, dict], Any]  # (workers, params) -> worker delegation
+
+# names() lists the compiled strategies first, then these (when registered), then any other in name order
+ADAPTIVE_ORDER = ("cg", "fish", "gedik", "albic", "lasg")
 
 
-def _base_state(workers: int, seed: int, **extra: Any) -> State:
-    st = new_state(workers, rng_seed=seed & _MASK64, **extra)
-    st.counters[slot.OFFSET] = seed % workers  # each source starts its all-workers scans somewhere else
-    return st
+@dataclass(frozen=True)
+class Entry:
+    """A registered strategy: how to build its per-source groupings, its controller and its delegation."""
+
+    name: str
+    factory: Factory
+    params: tuple[Param, ...] = ()
+    doc: str = ""
+    controller: ControllerFactory | None = None
+    delegation: DelegationFactory | None = None
+    origin: str = ""  # module and name of the factory
+
+
+_ENTRIES: dict[str, Entry] = {}
+
+
+def register(
+    name: str,
+    factory: Factory,
+    params: tuple[Param, ...] = (),
+    doc: str = "",
+    controller: ControllerFactory | None = None,
+    delegation: DelegationFactory | None = None,
+) -> None:
+    """Add strategy `name`; a name already taken by another factory is a ValueError (re-imports are fine)."""
+    if not isinstance(name, str) or not name.isidentifier() or name != name.lower():
+        raise ValueError(f"a grouping name is a lower-case identifier (got {name!r})")
+    params = tuple(params)
+    if not all(isinstance(p, Param) for p in params):
+        raise ValueError(f"grouping {name}: params must be a tuple of Param")
+    seen = [p.name for p in params]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"grouping {name} declares a parameter twice: {seen}")
+    origin = f"{getattr(factory, '__module__', '')}.{getattr(factory, '__qualname__', '')}"
+    old = _ENTRIES.get(name)
+    if old is not None and old.origin != origin:  # the same factory again is a module being re-imported
+        raise ValueError(f"grouping {name!r} is already registered by {old.origin}")
+    _ENTRIES[name] = Entry(name, factory, params, doc, controller, delegation, origin)
+
+
+def names() -> list[str]:
+    """Names of every registered strategy: compiled ones, then adaptive ones, in a stable order."""
+    first = [n for n in (*STRATEGIES, *ADAPTIVE_ORDER) if n in _ENTRIES]
+    return first + sorted(set(_ENTRIES) - set(first))
+
+
+def lookup(name: Any) -> Entry:
+    """The entry of strategy `name` (case and surrounding blanks ignored); a one-line ValueError if unknown."""
+    entry = _ENTRIES.get(name.strip().lower()) if isinstance(name, str) else None
+    if entry is None:
+        raise ValueError(f"unknown grouping {name!r} (valid: {', '.join(names())})")
+    return entry
+
+
+def _resolved(entry: Entry, workers: Any, params: Mapping[str, Any]) -> tuple[int, dict]:
+    workers = check_workers(workers)
+    return workers, resolve(entry.name, entry.params, workers, params)
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer (got {seed!r})")
+    return int(seed)
+
+
+def make(name: str, workers: int, seed: int = 0, controller: Any = None, **params: Any) -> Any:
+    """A fresh grouping `name` for one source over `workers` workers; `seed` drives only its random choices.
+
+    For a strategy with a controller, pass the run's shared controller (from `make_controller`); without one
+    the grouping gets a private controller. The grouping is attached to the controller (once) here.
+    """
+    entry = lookup(name)
+    workers, values = _resolved(entry, workers, params)
+    seed = _check_seed(seed)
+    if entry.controller is None:
+        if controller is not None:
+            raise ValueError(f"grouping {entry.name} takes no controller")
+    elif controller is None:
+        controller = entry.controller(workers, seed, dict(values))
+    elif getattr(controller, "workers", workers) != workers:
+        raise ValueError(f"the controller serves {controller.workers} workers, not {workers}")
+    grouping = entry.factory(workers, seed, values, controller)
+    if controller is not None and not any(s is grouping for s in controller.sources):
+        controller.attach(grouping)
+    return grouping
+
+
+def make_controller(name: str, workers: int, seed: int = 0, **params: Any) -> Any:
+    """The run's shared controller for strategy `name`, or None when the strategy has none."""
+    entry = lookup(name)
+    workers, values = _resolved(entry, workers, params)
+    seed = _check_seed(seed)
+    return None if entry.controller is None else entry.controller(workers, seed, values)
+
+
+def make_delegation(name: str, workers: int, **params: Any) -> Any:
+    """The worker side of strategy `name`'s feedback (one per run), or None when it has none."""
+    entry = lookup(name)
+    workers, values = _resolved(entry, workers, params)
+    return None if entry.delegation is None else entry.delegation(workers, values)
+
+
+def describe(name: str, workers: int | None = None) -> dict:
+    """What `--help` and the README show of a strategy: its doc and its parameters (name, type, default, help).
+
+    Defaults that follow the worker count are shown as a formula, or as values for `workers` when given.
+    """
+    entry = lookup(name)
+    params = []
+    for p in entry.params:
+        row = {"name": p.name, "type": p.kind.__name__, "default": shown_default(p, entry.params, workers)}
+        row["help"] = p.doc
+        if p.choices:
+            row["choices"] = list(p.choices)
+        params.append(row)
+    return {
+        "name": entry.name,
+        "doc": entry.doc,
+        "params": params,
+        "controller": entry.controller is not None,
+        "delegation": entry.delegation is not None,
+    }
+
+
+def import_submodules(package: str, path: Iterable[str]) -> list[str]:
+    """Import every module of package `package` found on `path` (they register themselves), in name order.
+
+    A module that fails to import raises ImportError naming it: a broken strategy is never silently missing.
+    """
+    loaded = []
+    for info in sorted(pkgutil.iter_modules(list(path)), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = f"{package}.{info.name}"
+        try:
+            importlib.import_module(module)
+        except Exception as err:
+            raise ImportError(f"grouping module {module} failed to import: {err}") from err
+        loaded.append(module)
+    return loaded
+
+
+# --- the compiled strategies ------------------------------------------------------------------------------------
 
 
 def _plain(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return _base_state(workers, seed)
-
-
-def _bounded(workers: int, seed: int, params: Mapping[str, Any], ring: bool) -> State:
-    points, owners = build_ring(workers, params["replicas"]) if ring else (None, None)
-    st = _base_state(workers, seed, ring=(points, owners, ring_directory(points)) if ring else None)
-    st.params[slot.EPS] = params["eps"]
-    # odds of missing every spare bin that often are below e^-64
-    st.counters[slot.MAX_PROBES] = max(1024, 64 * workers)
-    return st
+    return slot.plain_state(workers, seed)
 
 
 def _porc_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return _bounded(workers, seed, params, ring=False)
+    return slot.bounded_state(workers, seed, params["eps"])
 
 
 def _chbl_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return _bounded(workers, seed, params, ring=True)
+    return slot.bounded_state(workers, seed, params["eps"], params["replicas"])
 
 
 def _head_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    st = _base_state(workers, seed, summary_capacity=params["counters"])
-    st.params[slot.THETA] = params["theta"]
-    st.params[slot.EPS] = params.get("eps", 0.0)
-    st.counters[slot.D] = 2  # PKG until the first estimate of the head
-    refresh = params.get("refresh", 1)
-    st.counters[slot.REFRESH] = refresh
-    st.counters[slot.NEXT_REFRESH] = min(FIRST_REFRESH, refresh)
-    return st
+    return slot.head_state(
+        workers, seed, params["theta"], params["counters"], params.get("eps", 0.0), params.get("refresh", 1)
+    )
+
+
+def _resize(st: State, workers: int, seed: int, params: Mapping[str, Any]) -> State:
+    return slot.resized_state(st, workers, seed)
+
+
+def _resize_ring(st: State, workers: int, seed: int, params: Mapping[str, Any]) -> State:
+    return slot.resized_state(st, workers, seed, replicas=params["replicas"])
 
 
 def _messages(st: State) -> dict:
@@ -95,12 +240,17 @@ _CAPACITY_EPS = eps_param(0.01, "capacity slack: a bin takes a message while its
 
 _DC_EPS = eps_param(1e-4, "imbalance target of FindOptimalChoices")
 
+
+def _compiled(name, doc, kernel, prepare=_plain, params=(), stats=_messages, resize=_resize) -> Strategy:
+    return Strategy(name, doc, kernel, prepare, resize, params=params, stats=stats)
+
+
 _TABLE = (
-    Strategy("kg", "key grouping: one hash", kernels.route_kg, _plain, stats=_messages),
-    Strategy("sg", "shuffle grouping: round robin", kernels.route_sg, _plain, stats=_messages),
-    Strategy("pkg", "partial key grouping: two hashes, least local load", kernels.route_pkg, _plain, stats=_messages),
-    Strategy("potc", "power of two random choices per message", kernels.route_potc, _plain, stats=_messages),
-    Strategy(
+    _compiled("kg", "key grouping: one hash", kernels.route_kg),
+    _compiled("sg", "shuffle grouping: round robin", kernels.route_sg),
+    _compiled("pkg", "partial key grouping: two hashes, least local load", kernels.route_pkg),
+    _compiled("potc", "power of two random choices per message", kernels.route_potc),
+    _compiled(
         "porc",
         "power of random choices: salted rehash, first with spare capacity",
         kernels.route_porc,
@@ -108,15 +258,16 @@ _TABLE = (
         params=(_CAPACITY_EPS,),
         stats=_bounded_stats,
     ),
-    Strategy(
+    _compiled(
         "chbl",
         "consistent hashing with bounded loads: ring walk, first with spare capacity",
         kernels.route_chbl,
         _chbl_state,
         params=(_CAPACITY_EPS, REPLICAS),
         stats=_bounded_stats,
+        resize=_resize_ring,
     ),
-    Strategy(
+    _compiled(
         "dc",
         "D-Choices: head by Greedy-d with d from FindOptimalChoices, tail by PKG",
         kernels.route_dc,
@@ -124,7 +275,7 @@ _TABLE = (
         params=(THETA, COUNTERS, _DC_EPS, REFRESH),
         stats=_dc_stats,
     ),
-    Strategy(
+    _compiled(
         "wc",
         "W-Choices: head to the least loaded of all workers, tail by PKG",
         kernels.route_wc,
@@ -132,7 +283,7 @@ _TABLE = (
         params=(THETA, COUNTERS),
         stats=_head_stats,
     ),
-    Strategy(
+    _compiled(
         "rr",
         "Round-Robin: head in turn over all workers, tail by PKG",
         kernels.route_rr,
@@ -145,19 +296,12 @@ _TABLE = (
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in _TABLE}
 
 
-def names() -> list[str]:
-    """Names of the implemented strategies."""
-    return list(STRATEGIES)
+def _compiled_factory(strategy: Strategy) -> Factory:
+    def build(workers: int, seed: int, params: dict, controller: Any = None) -> Grouping:
+        return Grouping(strategy, workers, seed, params)
+
+    return build
 
 
-def make(name: str, workers: int, seed: int = 0, **params: Any) -> Grouping:
-    """A fresh grouping instance `name` over `workers` workers; `seed` drives only its random choices."""
-    strategy = STRATEGIES.get(name.strip().lower()) if isinstance(name, str) else None
-    if strategy is None:
-        raise ValueError(f"unknown grouping {name!r} (valid: {', '.join(STRATEGIES)})")
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise ValueError(f"workers must be a positive integer (got {workers!r})")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer (got {seed!r})")
-    values = resolve(strategy.name, strategy.params, int(workers), params)
-    return Grouping(strategy, int(workers), int(seed), values)
+for _strategy in _TABLE:
+    register(_strategy.name, _compiled_factory(_strategy), _strategy.params, _strategy.doc)

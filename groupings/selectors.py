@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .jit import hot
-from .state import EPS, FALLBACKS, MESSAGES, PROBES, RR_NEXT
+from .state import EPS, FALLBACKS, LOAD_SHIFT, MESSAGES, PROBES, RR_NEXT
 
 
 @hot
@@ -49,8 +49,11 @@ def least_loaded(locate, choice, key, st):
 
 @hot
 def capacity(st):
-    """Bound for the next message: ceil((1 + eps) * m / n), m counting that message, n the number of bins."""
-    return math.ceil((1.0 + st.params[EPS]) * (st.counters[MESSAGES] + 1) / st.loads.size)
+    """Bound for the next message: ceil((1 + eps) * m / n), m counting that message, n the number of bins.
+
+    m is the sum of the load estimates: the messages routed, plus what a resize added or removed.
+    """
+    return math.ceil((1.0 + st.params[EPS]) * (st.counters[MESSAGES] + st.params[LOAD_SHIFT] + 1) / st.loads.size)
 
 
 @hot(inline=True)

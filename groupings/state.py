@@ -1,14 +1,18 @@
 """The routing state one source instance owns: plain numpy arrays, so compiled kernels can update it in place.
 
 Every grouping uses the same `State` layout (fields it does not need are empty arrays): one numba type means
-the candidate sets and selectors compile once per kernel and compose freely.
+the candidate sets and selectors compile once per kernel and compose freely. The number of bins is
+`loads.size`; a resize swaps in arrays of the new size (same types, so nothing recompiles).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
+
+from .ring import build_ring, ring_directory
 
 # slots of State.counters (int64)
 MESSAGES = 0  # messages routed so far by this instance (m)
@@ -28,7 +32,8 @@ N_COUNTERS = 12
 # slots of State.params (float64)
 EPS = 0  # capacity slack (PoRC, CH) or imbalance target (D-Choices)
 THETA = 1  # head threshold on estimated frequency
-N_PARAMS = 2
+LOAD_SHIFT = 2  # sum of the load estimates minus MESSAGES (non-zero only after a resize)
+N_PARAMS = 3
 
 
 class Summary(NamedTuple):
@@ -109,3 +114,83 @@ def new_state(
         ring_directory=np.ascontiguousarray(directory if directory is not None else np.zeros(0), dtype=np.int32),
         summary=new_summary(summary_capacity),
     )
+
+
+# --- fresh and resized states of the compiled strategies ------------------------------------------------------
+
+FIRST_REFRESH = 1000  # D-Choices recomputes d after this many messages, then at doubling intervals
+_MASK64 = (1 << 64) - 1
+
+
+def probe_budget(bins: int) -> int:
+    """Salted rehashes tried before the fallback: the odds of missing every spare bin that often are below e^-64."""
+    return max(1024, 64 * bins)
+
+
+def plain_state(bins: int, seed: int) -> State:
+    """State of a strategy that needs only loads and counters (kg, sg, pkg, potc)."""
+    st = new_state(bins, rng_seed=seed & _MASK64)
+    st.counters[OFFSET] = seed % bins  # each source starts its all-workers scans somewhere else
+    return st
+
+
+def bounded_state(bins: int, seed: int, eps: float, replicas: int = 0) -> State:
+    """State of a capacity-bounded strategy: PoRC, or CH with bounded loads when `replicas` > 0."""
+    ring = None
+    if replicas:
+        points, owners = build_ring(bins, replicas)
+        ring = (points, owners, ring_directory(points))
+    st = new_state(bins, rng_seed=seed & _MASK64, ring=ring)
+    st.counters[OFFSET] = seed % bins
+    st.params[EPS] = eps
+    st.counters[MAX_PROBES] = probe_budget(bins)
+    return st
+
+
+def head_state(bins: int, seed: int, theta: float, counters: int, eps: float = 0.0, refresh: int = 1) -> State:
+    """State of a head/tail strategy (dc, wc, rr): a SpaceSaving summary, and d = 2 until the first estimate."""
+    st = new_state(bins, rng_seed=seed & _MASK64, summary_capacity=counters)
+    st.counters[OFFSET] = seed % bins
+    st.params[THETA] = theta
+    st.params[EPS] = eps
+    st.counters[D] = 2
+    st.counters[REFRESH] = refresh
+    st.counters[NEXT_REFRESH] = min(FIRST_REFRESH, refresh)
+    return st
+
+
+def resized_loads(loads: np.ndarray, bins: int) -> np.ndarray:
+    """Load estimates for `bins` bins: a removed bin's estimate is dropped, a new bin starts at the mean.
+
+    Estimates count every message since the start, so a newcomer at 0 would look empty to every least-loaded
+    choice and draw all traffic it is a candidate for until it caught up with the others' totals; at the
+    mean (rounded down to whole messages, so capacity bounds stay exact) it joins as a peer.
+    """
+    old = loads.size
+    if bins <= old:
+        return loads[:bins].copy()
+    out = np.empty(bins, dtype=np.float64)
+    out[:old] = loads
+    out[old:] = math.floor(math.fsum(loads) / old)
+    return out
+
+
+def resized_state(st: State, bins: int, seed: int, replicas: int = 0) -> State:
+    """The state for `bins` bins: loads resized, per-bin quantities recomputed, the ring grown or cut.
+
+    Candidate sets that bucket a hash over n follow the new n by themselves; the ring of CH keeps every point
+    of the bins that stay, so only the keys next to an added or removed bin's points move.
+    """
+    loads = resized_loads(st.loads, bins)
+    ring = {}
+    if replicas:
+        points, owners = build_ring(bins, replicas)  # bin b's points do not depend on the number of bins
+        ring = {"ring_points": points, "ring_owner": owners, "ring_directory": ring_directory(points)}
+    new = st._replace(loads=loads, **ring)
+    new.counters[OFFSET] = seed % bins
+    new.counters[MAX_PROBES] = probe_budget(bins)
+    # capacities count m as the sum of the estimates, so the bound stays reachable after a resize
+    new.params[LOAD_SHIFT] = math.fsum(loads) - float(new.counters[MESSAGES])
+    if new.summary.keys.size:
+        new.counters[NEXT_REFRESH] = new.counters[MESSAGES]  # recompute d (which depends on n) at once
+    return new

@@ -1,4 +1,4 @@
-"""Groupings: the make/route/feedback/stats contract and the invariants each strategy promises."""
+"""Compiled groupings: the make/route/feedback/resize/stats contract and the invariants each strategy promises."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import groupings
+from groupings.feedback import AckReport
 from groupings.hashing import seeded_hashes
 
 ALL = ["kg", "sg", "pkg", "potc", "porc", "chbl", "dc", "wc", "rr"]
@@ -44,8 +45,9 @@ def state_arrays(g: groupings.Grouping) -> list[np.ndarray]:
 # --- make, names, parameters ------------------------------------------------------------------------------
 
 
-def test_names_lists_the_strategies():
-    assert groupings.names() == ALL
+def test_names_list_the_compiled_strategies_first():
+    assert groupings.names()[: len(ALL)] == ALL
+    assert "lasg" in groupings.names()
 
 
 def test_hash_keys_is_reexported():
@@ -151,14 +153,28 @@ def test_feedback_is_accepted_and_checked(name, stream):
     g, h = groupings.make(name, 4), groupings.make(name, 4)
     keys = stream[0][:500]
     g.route(keys[:250])
-    g.feedback(np.array([0, 3], np.int32), np.array([1.5, 0.0]), np.array([1, -1], np.int8))
-    g.feedback(np.empty(0, np.int32), np.empty(0), np.empty(0, np.int8))
+    g.feedback(AckReport.of([0, 3], queue_len=[3, 0], load=[0.5, 0.0], signals=[1, -1], now=0.2))
+    g.feedback(AckReport.empty(0.3))
     h.route(keys[:250])
     assert np.array_equal(g.route(keys[250:]), h.route(keys[250:]))  # a no-op for these strategies
     with pytest.raises(ValueError):
-        g.feedback(np.array([4]), np.array([1.0]), np.array([0]))
+        g.feedback(AckReport.of([4]))
     with pytest.raises(ValueError):
-        g.feedback(np.array([0, 1]), np.array([1.0]), np.array([0]))
+        g.feedback(AckReport.of([-1]))
+    with pytest.raises(TypeError):
+        g.feedback(np.array([0]), np.array([1.0]), np.array([0]))  # the old three-array form is gone
+    with pytest.raises(TypeError):
+        g.feedback({"workers": [0]})
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_now_is_accepted_and_ignored(name, stream):
+    keys = stream[0][:3000]
+    timed = groupings.make(name, 6, seed=2)
+    out = np.concatenate([timed.route(chunk, now=0.01 * i) for i, chunk in enumerate(np.array_split(keys, 7))])
+    assert np.array_equal(out, groupings.make(name, 6, seed=2).route(keys))
+    with pytest.raises(ValueError):
+        timed.route(keys[:3], now=float("nan"))
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -380,3 +396,129 @@ def test_sanity_targets_on_zipf_103(zipf_103):
         assert _imbalance(results[name], n) < 0.01
     for name in ("wc", "dc"):
         assert _imbalance(results[name], n) < 0.05
+
+
+# --- resize: workers join or leave at the top index ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_resize_routes_into_the_new_range(name, stream):
+    keys = stream[0]
+    g = groupings.make(name, 6, seed=1)
+    g.route(keys[:4000])
+    for n in (9, 3, 1, 4):
+        g.resize(n)
+        out = g.route(keys[4000:8000], now=1.0)
+        assert g.workers == n and out.min() >= 0 and out.max() < n
+        assert np.unique(out).size == n or name in ("kg", "pkg", "chbl", "porc", "dc", "wc", "rr")
+    assert g.stats()["messages"] == 4000 * 5
+    copy = pickle.loads(pickle.dumps(g))
+    assert np.array_equal(copy.route(keys[:500]), g.route(keys[:500]))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_resize_to_the_same_count_changes_nothing(name, stream):
+    keys = stream[0][:3000]
+    g, h = groupings.make(name, 5, seed=3), groupings.make(name, 5, seed=3)
+    g.route(keys[:1000])
+    h.route(keys[:1000])
+    g.resize(5)
+    assert np.array_equal(g.route(keys[1000:]), h.route(keys[1000:]))
+
+
+@pytest.mark.parametrize("workers", [0, -2, 2.5, "3", True, None])
+def test_resize_checks_the_count(workers):
+    g = groupings.make("pkg", 4)
+    with pytest.raises(ValueError):
+        g.resize(workers)
+    assert g.workers == 4
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    return np.unique(keys)
+
+
+def test_kg_follows_the_new_worker_count(stream):
+    keys = _distinct(stream[0])
+    g = groupings.make("kg", 10)
+    before = g.route(keys)
+    g.resize(11)
+    after = g.route(keys)
+    assert np.array_equal(after, seeded_hashes(keys, 1, 11))  # candidates are bucket(hash, n')
+    # hashing over n' moves much of the key space (multiply-shift bucketing: about half on n -> n + 1)
+    assert np.mean(before != after) > 0.4
+
+
+def test_chbl_moves_only_the_keys_next_to_the_new_workers_points(stream):
+    keys = _distinct(stream[0])
+    g = groupings.make("chbl", 10, eps=100.0)  # slack never binds: plain consistent hashing
+    before = g.route(keys)
+    g.resize(11)
+    after = g.route(keys)
+    moved = before != after
+    assert np.all(after[moved] == 10)  # keys only move to the newcomer
+    assert 0.3 / 11 < moved.mean() < 2.0 / 11
+    g.resize(10)
+    assert np.array_equal(g.route(keys), before)  # and leaving gives them back
+
+
+def test_pkg_candidates_follow_the_new_worker_count(stream):
+    keys, ranks = stream
+    g = groupings.make("pkg", 9)
+    g.route(keys[:5000])
+    g.resize(13)
+    out = g.route(keys)
+    assert np.all((out == seeded_hashes(keys, 1, 13)) | (out == seeded_hashes(keys, 2, 13)))
+
+
+@pytest.mark.parametrize("name", ["pkg", "potc", "wc", "porc", "chbl"])
+def test_local_loads_drop_leavers_and_start_newcomers_at_the_mean(name, stream):
+    keys = stream[0]
+    g = groupings.make(name, 6, seed=2)
+    g.route(keys[:6001])
+    loads = g.local_loads()
+    g.resize(8)
+    assert np.array_equal(g.local_loads(), np.concatenate([loads, [math.floor(loads.mean())] * 2]))
+    g.resize(4)
+    assert np.array_equal(g.local_loads(), loads[:4])
+
+
+@pytest.mark.parametrize("name", ["pkg", "potc", "wc", "dc"])
+def test_a_newcomer_takes_about_its_share_at_once(name, stream):
+    keys = np.tile(stream[0], 3)
+    g = groupings.make(name, 10, seed=1)
+    g.route(keys[:30_000])
+    g.resize(11)
+    share = np.mean(g.route(keys[30_000:]) == 10)
+    assert 0.3 / 11 < share < 2.0 / 11  # neither flooded (started at 0) nor starved
+
+
+@pytest.mark.parametrize("name", ["porc", "chbl"])
+def test_capacity_bound_holds_across_a_grow(name, stream):
+    keys = stream[0]
+    eps, n = 0.05, 7
+    g = groupings.make(name, 6, eps=eps)
+    g.route(keys[:5000])
+    g.resize(n)
+    for m in range(200):
+        g.route(keys[5000 + m : 5001 + m])
+        loads = g.local_loads()
+        assert loads.max() <= math.ceil((1 + eps) * loads.sum() / n)
+
+
+def test_sg_round_robin_covers_the_new_workers():
+    g = groupings.make("sg", 4, seed=1)
+    g.route(np.zeros(5, dtype=np.uint64))
+    g.resize(6)
+    out = g.route(np.zeros(60, dtype=np.uint64))
+    assert np.bincount(out, minlength=6).tolist() == [10] * 6
+
+
+def test_dc_recomputes_d_for_the_new_worker_count():
+    keys, _ = zipf_keys(1.4, 2000, 30_000, seed=5)
+    g = groupings.make("dc", 50)
+    g.route(keys[:20_000])
+    g.resize(5)
+    g.route(keys[20_000:20_010])
+    assert g.stats()["d"] <= 5
+    assert g.route(keys[20_010:]).max() < 5

@@ -1,4 +1,4 @@
-"""Property-based checks: any keys, any batch cuts, any worker count."""
+"""Property-based checks: any keys, any batch cuts, any worker count, any sequence of resizes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import groupings
+from groupings.reference import REFERENCE_NAMES
 
-names = st.sampled_from(groupings.names())
+names = st.sampled_from(REFERENCE_NAMES)
 key_arrays = st.lists(st.integers(0, 2**64 - 1), min_size=0, max_size=300).map(
     lambda xs: np.array(xs, dtype=np.uint64)
 )
@@ -34,13 +35,28 @@ def test_any_keys_route_into_range(name, n, seed, keys):
     n=st.integers(1, 12),
     keys=skewed_arrays,
     cuts=st.lists(st.integers(0, 400), max_size=6),
+    now=st.floats(0, 1e4),
 )
-def test_any_batch_split_gives_the_same_routing(name, n, keys, cuts):
-    whole = groupings.make(name, n, seed=3).route(keys)
+def test_any_batch_split_gives_the_same_routing(name, n, keys, cuts, now):
+    whole = groupings.make(name, n, seed=3).route(keys, now)
     g = groupings.make(name, n, seed=3)
     bounds = [0, *sorted(c for c in cuts if c <= keys.size), keys.size]
-    pieces = np.concatenate([g.route(keys[a:b]) for a, b in pairwise(bounds)])
+    pieces = np.concatenate([g.route(keys[a:b], now) for a, b in pairwise(bounds)])
     assert np.array_equal(pieces, whole)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=names,
+    steps=st.lists(st.tuples(st.integers(1, 30), st.integers(0, 300)), min_size=1, max_size=6),
+    keys=skewed_arrays,
+)
+def test_any_resizes_keep_routing_in_range(name, steps, keys):
+    g = groupings.make(name, 4, seed=1)
+    for t, (n, count) in enumerate(steps):
+        g.resize(n)
+        out = g.route(np.resize(keys, count) if count else keys[:0], now=0.7 * t)
+        assert g.workers == n and np.all((out >= 0) & (out < n))
 
 
 @settings(max_examples=40, deadline=None)

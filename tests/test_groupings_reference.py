@@ -1,4 +1,4 @@
-"""The compiled kernels route exactly like the plain per-tuple Python versions of the same algorithms."""
+"""The compiled code routes exactly like the plain per-tuple Python versions of the same algorithms."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import groupings
+from groupings.feedback import AckReport
 from groupings.hashing import seeded_hashes
-from groupings.reference import PyGrouping, bucket, mix64, optimal_choices
+from groupings.reference import REFERENCE_NAMES, PyGrouping, bucket, mix64, optimal_choices, py_grouping
 
 
 def zipf_keys(z: float, n_keys: int, messages: int, seed: int) -> np.ndarray:
@@ -25,14 +26,41 @@ def test_plain_hash_family_matches_the_compiled_one():
         assert [bucket(mix64(int(k), salt), 13) for k in keys] == expected.tolist()
 
 
-@pytest.mark.parametrize("name", groupings.names())
+def test_every_plain_version_is_registered():
+    assert set(REFERENCE_NAMES) <= set(groupings.names())
+
+
+@pytest.mark.parametrize("name", REFERENCE_NAMES)
 @pytest.mark.parametrize("n, z", [(3, 1.0), (10, 1.2), (50, 1.6)])
 def test_kernel_equals_plain_python(name, n, z):
     keys = zipf_keys(z, 3000, 12_000, seed=n)
     params = {"eps": 0.05} if name in ("porc", "chbl") else {}
     compiled = groupings.make(name, n, seed=4, **params).route(keys)
-    plain = PyGrouping(name, n, seed=4, **params).route(keys)
+    plain = py_grouping(name, n, seed=4, **params).route(keys)
     assert np.array_equal(compiled, plain)
+
+
+VARIANTS = [(name, {"eps": 0.05} if name in ("porc", "chbl") else {}) for name in REFERENCE_NAMES] + [
+    ("lasg", {"weights": "linear", "refresh": 0.2}),
+    ("lasg", {"slots": 7, "refresh": 0.5}),  # fewer entries than workers at times
+]
+
+
+@pytest.mark.parametrize("name, params", VARIANTS)
+def test_kernel_equals_plain_python_through_resizes_feedback_and_time(name, params):
+    keys = zipf_keys(1.3, 3000, 24_000, seed=1)
+    compiled, plain = groupings.make(name, 8, seed=5, **params), py_grouping(name, 8, seed=5, **params)
+    rng = np.random.default_rng(2)
+    counts = [8, 8, 11, 11, 12, 5, 5, 9, 2, 2, 7, 7]
+    for step, (chunk, n) in enumerate(zip(np.array_split(keys, len(counts)), counts, strict=True)):
+        for g in (compiled, plain):
+            g.resize(n)
+        acked = rng.integers(0, n, 20)
+        report = AckReport.of(acked, load=rng.random(20) ** 3, now=0.35 * step)
+        for g in (compiled, plain):
+            g.feedback(report)
+        now = 0.35 * step + 0.1
+        assert np.array_equal(compiled.route(chunk, now), plain.route(chunk, now)), (step, n)
 
 
 def test_dc_recomputes_d_like_the_plain_version():

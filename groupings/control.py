@@ -1,0 +1,63 @@
+"""Strategies that repartition (Gedik's partitioning functions, ALBIC) share one controller per run.
+
+All sources of a run must agree on where a key lives, so the partitioning function belongs to a controller,
+not to a source: sources route with the controller's current version, the engine calls `step` once per
+period, and when `step` installs a new version the engine migrates the state of every key whose owner changed
+(found with `lookup` under the old and the new version), pausing the workers involved.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .feedback import WorkerReport
+
+
+@dataclass
+class MigrationLog:
+    """What repartitioning cost so far: engines add to it, the run summary reports it."""
+
+    migrations: int = 0  # repartitions that moved some state
+    migrated_keys: int = 0  # keys whose state moved to another worker
+    pause_s: float = 0.0  # total time workers spent paused for state transfer
+    events: list[dict] = field(default_factory=list)  # one row per repartition: at, version, keys, pairs
+
+
+class Controller(ABC):
+    """One partitioning function shared by every source of a run, rebuilt from measurements each period."""
+
+    def __init__(self, workers: int, seed: int, period_s: float) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1 (got {workers})")
+        if not period_s > 0:
+            raise ValueError(f"the controller period must be positive (got {period_s})")
+        self.workers = workers  # active workers now
+        self.seed = seed
+        self.period_s = period_s  # how often the engine calls step (seconds of engine time)
+        self.version = 0  # bumped by every installed partitioning function
+        self.sources: list = []  # the source groupings that route with this controller
+
+    def attach(self, grouping: object) -> None:
+        """A source's grouping joins (it routes with this controller and may hold statistics for it)."""
+        self.sources.append(grouping)
+
+    @abstractmethod
+    def step(self, report: WorkerReport) -> bool:
+        """End of a period: measure, decide, and maybe install a new version; True if the version changed."""
+
+    @abstractmethod
+    def lookup(self, keys: np.ndarray, version: int | None = None) -> np.ndarray:
+        """Owner (int32) of each key hash under `version` (default: current); the previous version is kept."""
+
+    def resize(self, workers: int) -> None:
+        """The number of active workers changes (workers join or leave at the top index); the next step adapts."""
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1 (got {workers})")
+        self.workers = workers
+
+    def stats(self) -> dict:
+        """Small JSON-able facts about the controller (version, tracked keys, last solve time...)."""
+        return {"version": self.version}
