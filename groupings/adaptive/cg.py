@@ -1,0 +1,309 @@
+"""Consistent Grouping (CG): Power of Random Choices over equal virtual workers, times a virtual-to-worker map.
+
+Each source routes a key in two steps:
+
+    key --PoRC--> virtual worker --map--> worker
+
+The first step is the "porc" strategy of this package, run over alpha * n bins (alpha = `vw`), so every
+virtual worker carries at most ceil((1 + eps) m / (alpha n)) of the source's m messages. The second step is a
+plain array lookup, and the only thing CG adapts: a worker's share of the stream is its number of virtual
+workers, so the map should give worker w about alpha_w* = alpha n c_w / sum(c) of them.
+
+Choices where the paper is silent:
+
+    * Initial map: virtual worker v belongs to worker v mod n, so every worker starts with alpha of them.
+    * Pairing: INCREASE puts the worker at the back of the idle queue, DECREASE at the back of the busy queue
+      (a worker is in at most one queue; the latest signal wins). While both queues are non-empty their heads
+      are paired: the busy worker gives one virtual worker to the idle one and both leave their queues. A
+      worker gives away the virtual worker it has held longest (FCFS) and appends the one it receives.
+    * A worker keeps at least `min_vw` virtual workers; a busy head that has no more to give leaves the queue.
+    * Probing (`probe=true`, Section 6.1.2): a busy signal that finds the idle queue empty is paired at once with
+      the worker that never reported busy, or did so least recently (then fewest virtual workers, then lowest
+      id), as the analysis shows a busy worker already holds close to its optimum.
+    * Resize keeps the number of virtual workers (alpha * initial workers): PoRC's bins, hence every key's
+      virtual worker, stay put and only the map changes. A joining worker takes virtual workers one at a time
+      from the worker holding the most until it has the average (rounded down); a leaving worker's virtual
+      workers go one at a time to the remaining worker holding the fewest. Only if more workers join than the
+      layer can give `min_vw` each does it grow to alpha per worker: PoRC then starts afresh over the new bins
+      and the map is rebuilt in proportion to what workers held.
+
+Signals reach a source only through `feedback`, piggybacked on acks of its own tuples, so each source keeps its
+own map (eventual consistency). Nothing migrates: a moved virtual worker only changes where later tuples go.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import registry
+from ..delegation import DEFAULT_BUSY, DEFAULT_IDLE, DEFAULT_T0, MEASURES, WorkerDelegation
+from ..feedback import AckReport
+from ..grouping import check_report, check_workers
+from ..params import Number, Param, at_least_one, eps_param, fraction, positive
+
+
+def _within_vw(value: Number, workers: int, values: Mapping[str, Number]) -> str | None:
+    """Rule: a count between 1 and the initial virtual workers per worker."""
+    return None if 1 <= value <= values["vw"] else "must be between 1 and vw"
+
+
+def _above_idle(value: Number, workers: int, values: Mapping[str, Number]) -> str | None:
+    """Rule: at least the idle threshold and below 1 (a busy fraction never exceeds 1)."""
+    return None if values["idle"] <= value < 1 else "must be in [idle, 1)"
+
+
+PARAMS = (
+    Param("vw", int, 10, at_least_one, "virtual workers per worker at start (alpha)"),
+    eps_param(0.01, "PoRC capacity slack: a virtual worker takes a message while its load < ceil((1+eps) m/(alpha n))"),
+    Param("min_vw", int, 1, _within_vw, "virtual workers a worker always keeps"),
+    Param("probe", bool, False, None, "give a busy worker's virtual worker away even when no worker is idle"),
+    Param("t0", float, DEFAULT_T0, positive, "time slot: least seconds between two idle/busy decisions of a worker"),
+    Param("idle", float, DEFAULT_IDLE, fraction, "a worker below this utilization asks for more"),
+    Param("busy", float, DEFAULT_BUSY, _above_idle, "a worker above this utilization asks for less"),
+    Param("measure", str, "offered", None, "the utilization a worker watches: " + "; ".join(
+        f"{k} = {v}" for k, v in MEASURES.items()), choices=tuple(MEASURES)),
+)
+
+
+class ConsistentGrouping:
+    """One source's CG: PoRC routes keys to virtual workers, the source's own map sends those to workers."""
+
+    name = "cg"
+
+    def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
+        self.workers = check_workers(workers)
+        self.seed = int(seed)
+        self.params = dict(params)
+        self._vw = int(self.params["vw"])
+        self._min_vw = int(self.params["min_vw"])
+        self._probe = bool(self.params["probe"])
+        self._idle: deque[int] = deque()  # idle queue: workers waiting for a virtual worker, FCFS
+        self._busy: deque[int] = deque()  # busy queue: workers waiting to give one away, FCFS
+        self._last_busy: list[int] = [-1] * self.workers  # order stamp of each worker's latest DECREASE
+        self._stamp = 0
+        self._sent = np.zeros(self.workers, dtype=np.int64)  # tuples this source sent to each worker
+        self._counts = {"moves": 0, "probe_moves": 0, "refused": 0, "increase": 0, "decrease": 0, "rebuilds": 0}
+        self._build(self._vw * self.workers, [self._vw] * self.workers, striped=True)
+
+    # --- the virtual layer ---------------------------------------------------------------------------------
+
+    def _build(self, total: int, shares: list[int], striped: bool) -> None:
+        """Fresh PoRC over `total` virtual workers and a map giving worker w `shares[w]` of them."""
+        self._porc = registry.make("porc", workers=total, seed=self.seed, eps=self.params["eps"])
+        self._owner = np.empty(total, dtype=np.int32)  # virtual worker -> worker
+        self._held: list[deque[int]] = [deque() for _ in shares]  # worker -> its virtual workers, oldest first
+        if striped:  # v -> v mod n: equal shares, interleaved
+            for v in range(total):
+                self._give(v, v % len(shares))
+        else:
+            v = 0
+            for w, share in enumerate(shares):
+                for _ in range(share):
+                    self._give(v, w)
+                    v += 1
+
+    def _give(self, v: int, w: int) -> None:
+        """Virtual worker `v` now belongs to worker `w` (the newest it holds)."""
+        self._owner[v] = w
+        self._held[w].append(v)
+
+    def _move(self, donor: int, receiver: int) -> None:
+        """The donor's longest-held virtual worker goes to the receiver; the total never changes."""
+        self._give(self._held[donor].popleft(), receiver)
+        self._counts["moves"] += 1
+
+    @property
+    def total_virtual_workers(self) -> int:
+        """Number of virtual workers (alpha n); pairing and resizing keep it constant."""
+        return int(self._owner.size)
+
+    def virtual_workers(self) -> np.ndarray:
+        """How many virtual workers each worker holds in this source's map."""
+        return np.array([len(h) for h in self._held], dtype=np.int64)
+
+    def owners(self) -> np.ndarray:
+        """Copy of the virtual-to-worker map."""
+        return self._owner.copy()
+
+    def held(self, worker: int) -> list[int]:
+        """The virtual workers `worker` holds, in the order it got them."""
+        return list(self._held[worker])
+
+    def virtual_loads(self) -> np.ndarray:
+        """Tuples this source sent to each virtual worker (PoRC's local load estimate)."""
+        return self._porc.local_loads()
+
+    def local_loads(self) -> np.ndarray:
+        """Tuples this source sent to each worker."""
+        return self._sent.astype(np.float64)
+
+    # --- routing -------------------------------------------------------------------------------------------
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Chosen worker (int32) of each 64-bit key hash: PoRC's virtual worker, then its owner in the map."""
+        virtual = self._porc.route(keys, now)
+        out = self._owner[virtual]
+        if out.size:
+            self._sent += np.bincount(out, minlength=self.workers)
+        return out
+
+    # --- pairing -------------------------------------------------------------------------------------------
+
+    def feedback(self, report: AckReport) -> None:
+        """Apply the signals piggybacked on acks of this source's tuples, oldest first."""
+        report = check_report(report, self.workers)
+        signals = np.asarray(report.signals)
+        for i in np.flatnonzero(signals):
+            w = int(report.workers[i])
+            if signals[i] > 0:
+                self._on_increase(w)
+            else:
+                self._on_decrease(w)
+
+    def _on_increase(self, w: int) -> None:
+        """Worker `w` is idle: queue it for a virtual worker."""
+        self._counts["increase"] += 1
+        if w in self._busy:
+            self._busy.remove(w)
+        if w not in self._idle:
+            self._idle.append(w)
+        self._pair()
+
+    def _on_decrease(self, w: int) -> None:
+        """Worker `w` is busy: queue it to give one away, or probe another worker's capacity."""
+        self._counts["decrease"] += 1
+        self._last_busy[w] = self._stamp
+        self._stamp += 1
+        if w in self._idle:
+            self._idle.remove(w)
+        if w not in self._busy:
+            self._busy.append(w)
+        self._pair()
+        if self._probe and w in self._busy:  # still queued: no idle worker to pair with
+            self._busy.remove(w)
+            self._probe_capacity(w)
+
+    def _probe_capacity(self, donor: int) -> None:
+        """Give one of the busy donor's virtual workers to the worker that reported busy least recently (or never)."""
+        if len(self._held[donor]) <= self._min_vw or self.workers == 1:
+            self._counts["refused"] += 1
+            return
+        target = min(
+            (u for u in range(self.workers) if u != donor),
+            key=lambda u: (self._last_busy[u], len(self._held[u]), u),
+        )
+        self._move(donor, target)
+        self._counts["probe_moves"] += 1
+
+    def _pair(self) -> None:
+        """While both queues have a head, move one virtual worker from the busy head to the idle head."""
+        while self._idle and self._busy:
+            donor = self._busy.popleft()
+            if len(self._held[donor]) <= self._min_vw:
+                self._counts["refused"] += 1  # nothing left to give: the signal is dropped
+                continue
+            self._move(donor, self._idle.popleft())
+
+    # --- elasticity ----------------------------------------------------------------------------------------
+
+    def resize(self, workers: int) -> None:
+        """Workers join or leave at the top index; the virtual workers are redistributed, their number kept."""
+        workers = check_workers(workers)
+        old = self.workers
+        if workers == old:
+            return
+        self._idle = deque(w for w in self._idle if w < workers)
+        self._busy = deque(w for w in self._busy if w < workers)
+        self._last_busy = (self._last_busy + [-1] * workers)[:workers]
+        self._sent = np.concatenate([self._sent, np.zeros(max(0, workers - old), np.int64)])[:workers]
+        self.workers = workers
+        if workers < old:
+            self._leave(workers)
+        elif self.total_virtual_workers >= workers * self._min_vw:
+            self._join(old)
+        else:
+            self._grow(old)
+
+    def _join(self, old: int) -> None:
+        """Each newcomer takes virtual workers from the current largest holder until it has the average."""
+        self._held.extend(deque() for _ in range(self.workers - old))
+        average = self.total_virtual_workers // self.workers
+        for new in range(old, self.workers):
+            while len(self._held[new]) < average:
+                donor = max(range(self.workers), key=lambda u: (len(self._held[u]), -u))
+                self._move(donor, new)
+
+    def _leave(self, remaining: int) -> None:
+        """Each leaving worker's virtual workers go, one at a time, to the remaining worker holding the fewest."""
+        leaving = self._held[remaining:]
+        del self._held[remaining:]
+        for held in reversed(leaving):
+            while held:
+                receiver = min(range(remaining), key=lambda u: (len(self._held[u]), u))
+                self._give(held.popleft(), receiver)
+                self._counts["moves"] += 1
+
+    def _grow(self, old: int) -> None:
+        """More workers than the layer can serve: alpha per worker, shared as workers held them so far."""
+        weights = [float(len(h)) for h in self._held]
+        weights += [self.total_virtual_workers / old] * (self.workers - old)
+        total = self._vw * self.workers
+        self._build(total, _apportion(weights, total, self._min_vw), striped=False)
+        self._counts["rebuilds"] += 1
+
+    # --- reporting -----------------------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Virtual workers per worker, moves and signals so far, queue lengths, and PoRC's own statistics."""
+        return {
+            "virtual_workers": self.virtual_workers().tolist(),
+            "total_virtual_workers": self.total_virtual_workers,
+            **self._counts,
+            "idle_queue": len(self._idle),
+            "busy_queue": len(self._busy),
+            "porc": self._porc.stats(),
+        }
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"ConsistentGrouping(workers={self.workers}, seed={self.seed}, {shown})"
+
+
+def _apportion(weights: list[float], total: int, floor: int) -> list[int]:
+    """Integer shares summing to `total`, each at least `floor`, the rest split by weight (largest remainder)."""
+    spare = total - floor * len(weights)
+    if spare < 0:
+        raise ValueError(f"{total} virtual workers cannot give {len(weights)} workers {floor} each")
+    mass = sum(weights)
+    exact = [w * spare / mass for w in weights] if mass > 0 else [spare / len(weights)] * len(weights)
+    shares = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (shares[i] - exact[i], i))
+    for i in by_remainder[: spare - sum(shares)]:
+        shares[i] += 1
+    return [floor + s for s in shares]
+
+
+def _make(workers: int, seed: int, params: Mapping[str, Any], controller: object = None) -> ConsistentGrouping:
+    """A CG instance for one source (CG needs no shared controller)."""
+    return ConsistentGrouping(workers, seed, params)
+
+
+def _make_delegation(workers: int, params: Mapping[str, Any]) -> WorkerDelegation:
+    """The worker side of CG, with the same time slot and thresholds as the sources."""
+    return WorkerDelegation(
+        workers, t0=params["t0"], idle=params["idle"], busy=params["busy"], measure=params["measure"]
+    )
+
+
+registry.register(
+    "cg",
+    _make,
+    params=PARAMS,
+    doc="consistent grouping: PoRC over alpha*n virtual workers, a map moved by piggybacked idle/busy signals",
+    delegation=_make_delegation,
+)
