@@ -20,7 +20,8 @@ def stream():
 
 def run(stream, grouping: str, **params):
     spec = TopologySpec(grouping=grouping, engine="sim", workers=10, sources=1, stream=STREAM, params=params)
-    return simulate(spec, stream, make_grouping=prepare(spec).make_grouping).summary
+    prepare(spec)  # the checks the command line makes
+    return simulate(spec, stream).summary
 
 
 @pytest.mark.parametrize("grouping", groupings.names())

@@ -78,6 +78,11 @@ def test_same_seed_same_summary(tmp_path):
         (["--workers", "two"], "workers"),
         (["--rate", "-5"], "rate"),
         (["--stream", "/nonexistent/dataset"], "/nonexistent/dataset"),
+        (["--capacity-schedule", "5000:1,1"], "--capacity-schedule"),
+        (["--capacity-schedule", "soon:1,1,1,1"], "--capacity-schedule"),
+        (["--scale-schedule", "2s:zero"], "--scale-schedule"),
+        (["--migration-ms-per-key", "-1"], "--migration-ms-per-key"),
+        (["--aggregate-every", "0"], "--aggregate-every"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):

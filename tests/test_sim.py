@@ -10,8 +10,9 @@ from contract import SUMMARY_KEYS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groupings.feedback import AckReport
 from topo.events import Kernel
-from topo.queueing import QueueLengthReport
+from topo.queueing import AckContent
 from topo.sim import StreamArrays, arrival_times, simulate, source_seed
 from topo.spec import TopologySpec
 
@@ -26,15 +27,18 @@ class RoundRobin:
 
     def __init__(self, n: int) -> None:
         self.n, self.i = n, 0
-        self.received: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.received: list[AckReport] = []
 
-    def route(self, keys: np.ndarray) -> np.ndarray:
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         out = (self.i + np.arange(len(keys))) % self.n
         self.i += len(keys)
         return out.astype(np.int32)
 
-    def feedback(self, workers: np.ndarray, loads: np.ndarray, signals: np.ndarray) -> None:
-        self.received.append((workers, loads, signals))
+    def feedback(self, report: AckReport) -> None:
+        self.received.append(report)
+
+    def resize(self, workers: int) -> None:
+        self.n = workers
 
     def stats(self) -> dict:
         return {"messages": self.i}
@@ -43,7 +47,7 @@ class RoundRobin:
 class KeyModulo(RoundRobin):
     """Key k goes to worker k mod n (key grouping on small integer keys)."""
 
-    def route(self, keys: np.ndarray) -> np.ndarray:
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         self.i += len(keys)
         return (keys % np.uint64(self.n)).astype(np.int32)
 
@@ -56,8 +60,8 @@ class Fixed(RoundRobin):
         self.worker = worker
         self.seen_at_route: list[int] = []
 
-    def route(self, keys: np.ndarray) -> np.ndarray:
-        self.seen_at_route.append(sum(len(w) for w, _, _ in self.received))
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        self.seen_at_route.append(sum(len(r) for r in self.received))
         self.i += len(keys)
         return np.full(len(keys), self.worker, np.int32)
 
@@ -69,7 +73,7 @@ class Random(RoundRobin):
         super().__init__(n)
         self.rng = np.random.default_rng(seed)
 
-    def route(self, keys: np.ndarray) -> np.ndarray:
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         self.i += len(keys)
         return self.rng.integers(0, self.n, len(keys)).astype(np.int32)
 
@@ -292,7 +296,7 @@ def test_feedback_reaches_only_the_sender_and_only_after_the_ack():
     b = {k: np.array(v) for k, v in r.extras["batches"].to_pydict().items()}
     for s, g in enumerate(made):
         # every ack is the sender's own worker reporting
-        assert all(np.all(w == s) for w, _, _ in g.received)
+        assert all(np.all(r.workers == s) for r in g.received)
         mine = b["source"] == s
         sent, acked = b["sent_s"][mine], b["ack_s"][mine]
         # before each send, exactly the acks that had landed by then (one worker per batch here)
@@ -302,12 +306,14 @@ def test_feedback_reaches_only_the_sender_and_only_after_the_ack():
 
 def test_piggybacked_queue_length_is_the_queue_when_the_batch_completes():
     reports: list[tuple[float, np.ndarray, np.ndarray]] = []
-    base = QueueLengthReport()
+    base: list[AckContent] = []
 
-    def spy(pool, workers, at):
-        loads, signals = base(pool, workers, at)
-        reports.append((at, workers.copy(), loads.copy()))
-        return loads, signals
+    def spy(pool, workers, at, source):
+        if not base:
+            base.append(AckContent(pool, queue_capacity=3 * 4 * 6))
+        content = base[0](pool, workers, at, source)
+        reports.append((at, workers.copy(), content["queue_len"].copy()))
+        return content
 
     spec = TopologySpec(
         grouping="x",
@@ -329,14 +335,27 @@ def test_piggybacked_queue_length_is_the_queue_when_the_batch_completes():
             assert load == held
 
 
-def test_signals_default_to_zero_and_loads_are_floats():
+def test_ack_reports_without_delegation_carry_no_signal():
     g = RoundRobin(3)
-    spec = TopologySpec(grouping="rr", workers=3, sources=1, cost_ms=0.5, batch_size=10)
+    spec = TopologySpec(grouping="rr", workers=3, sources=1, cost_ms=0.5, batch_size=10, max_pending=2)
     simulate(spec, stream(500), make_grouping=lambda s: g)
     assert g.received
-    for workers, loads, signals in g.received:
-        assert workers.dtype == np.int32 and loads.dtype == np.float64 and signals.dtype == np.int8
-        assert not signals.any()
+    for r in g.received:
+        assert r.workers.dtype == np.int32 and r.queue_len.dtype == np.float64 and r.signals.dtype == np.int8
+        assert not r.signals.any()
+        assert np.all((r.load >= 0) & (r.load <= 1)) and np.all((r.utilization >= 0) & (r.utilization <= 1))
+        assert np.allclose(r.service_ms, 0.5)  # capacity 1: the configured cost per tuple
+        assert np.allclose(r.load, r.queue_len / (1 * 2 * 10))  # queue over sources x max_pending x batch
+
+
+def test_utilization_in_acks_is_the_busy_fraction_of_the_recent_window():
+    # one worker fed at half its speed by deterministic arrivals: busy half the time
+    g = RoundRobin(1)
+    spec = TopologySpec(grouping="x", workers=1, sources=1, cost_ms=1.0, rate=500.0, batch_size=1, linger_ms=0)
+    simulate(spec, stream(2000), make_grouping=lambda s: g)
+    late = [r for r in g.received if r.now > 0.5]
+    util = np.concatenate([r.utilization for r in late])
+    assert np.allclose(util, 0.5, atol=0.02)
 
 
 # --- stream, arrivals, outputs
@@ -359,7 +378,7 @@ def test_sources_share_input_by_shuffle_and_route_their_own_tuples():
 
 def test_bad_routing_is_reported():
     class Wild(RoundRobin):
-        def route(self, keys):
+        def route(self, keys, now=None):
             return np.full(len(keys), 7, np.int32)
 
     with pytest.raises(ValueError, match="worker 7"):

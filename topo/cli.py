@@ -68,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="micro-batches in flight per source before it waits for acks (backpressure)")
     p.add_argument("--net-delay-ms", type=float, default=0.0, metavar="MS",
                    help="one-way network delay of tuples and of acks, in milliseconds")
+    p.add_argument("--capacity-schedule", default=None, metavar="AT:C1,C2,...;...",
+                   help="capacity changes during the run: AT is a message count (6e6) or seconds (2.5s), then one "
+                        "capacity per worker, e.g. '6e6:1,1,5,5;12e6:5,5,1,1'; default: capacities never change")
+    p.add_argument("--scale-schedule", default=None, metavar="AT:N;...",
+                   help="workers joining or leaving: from AT (message count or seconds) on, N workers are active "
+                        "(they join and leave at the highest index), e.g. '3s:12;6s:8'; default: none")
+    p.add_argument("--migration-ms-per-key", type=float, default=0.01, metavar="MS",
+                   help="when a repartitioning strategy (gedik, albic) moves a key's state, both workers pause this "
+                        "many milliseconds per key")
+    p.add_argument("--aggregate-every", type=float, default=None, metavar="SECONDS",
+                   help="periodic aggregation: workers flush partial state to the aggregator this often and the "
+                        "summary counts the keys sent; default: one merge at the end")
     p.add_argument("--sample-interval", type=float, default=None, metavar="SECONDS",
                    help="resolution of the per-worker time series; default: about 200 samples per run")
     p.add_argument("--out", default=None, metavar="DIR",
@@ -104,12 +116,19 @@ def parse_params(items: list[str]) -> dict[str, str]:
 
 def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     """Build and validate the topology the options describe."""
+    from topo.schedule import parse_capacity_schedule, parse_scale_schedule
+
+    scale_schedule = parse_scale_schedule(args.scale_schedule)
+    most = max([args.workers, *(int(c.value) for c in scale_schedule)])
+    capacity_schedule = parse_capacity_schedule(args.capacity_schedule, most)
     return TopologySpec(
         grouping=args.grouping, engine=args.engine, workers=args.workers, sources=args.sources,
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
         cost_ms=args.cost_ms, rate=args.rate, duration=args.duration, seed=args.seed,
         params=parse_params(args.params), batch_size=args.batch_size, linger_ms=args.linger_ms,
         max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
+        capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
+        migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
     )
 
 

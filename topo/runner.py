@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,26 +26,19 @@ class Prepared:
 
     spec: TopologySpec
     stream: Stream
-    make_grouping: Callable[[int], object]
 
 
 def prepare(spec: TopologySpec) -> Prepared:
     """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
-    from topo.sim import source_seed
-
     if spec.engine != "sim":
         raise SpecError(f"--engine {spec.engine}: not available in this release; use --engine sim")
     try:
         operators.make(spec.operator)
     except ValueError as exc:
         raise SpecError(f"--operator: {exc}") from None
-
-    def make_grouping(source: int) -> object:
-        return groupings.make(spec.grouping, workers=spec.workers, seed=source_seed(spec.seed, source),
-                              **spec.params)
-
     try:
-        make_grouping(0)  # an unknown name or parameter fails here, before the stream is loaded
+        # an unknown name or parameter fails here, before the stream is loaded
+        groupings.make(spec.grouping, workers=spec.workers, seed=spec.seed, **spec.params)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     try:
@@ -55,7 +47,7 @@ def prepare(spec: TopologySpec) -> Prepared:
         raise SpecError(str(exc)) from None
     if stream.messages == 0:
         raise SpecError(f"--stream {spec.stream}: the stream is empty")
-    return Prepared(spec, stream, make_grouping)
+    return Prepared(spec, stream)
 
 
 def execute(prepared: Prepared, progress: bool = True) -> RunResult:
@@ -65,7 +57,7 @@ def execute(prepared: Prepared, progress: bool = True) -> RunResult:
     spec, stream = prepared.spec, prepared.stream
     total = stream.messages
     if not progress:
-        return simulate(spec, stream, make_grouping=prepared.make_grouping)
+        return simulate(spec, stream)
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -74,8 +66,7 @@ def execute(prepared: Prepared, progress: bool = True) -> RunResult:
                    TextColumn("tuples"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
     with bar:
         task = bar.add_task("run", total=total)
-        result = simulate(spec, stream, make_grouping=prepared.make_grouping,
-                          progress=lambda emitted: bar.update(task, completed=emitted))
+        result = simulate(spec, stream, progress=lambda emitted: bar.update(task, completed=emitted))
     return result
 
 

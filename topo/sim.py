@@ -28,9 +28,12 @@ import pyarrow as pa
 
 import groupings
 import operators
+from groupings.control import Controller, MigrationLog
+from groupings.feedback import AckReport, WorkerReport
 from topo.events import ACK, SEND, WORLD, Kernel
-from topo.metrics import RunResult, TupleLog, summarize, timelines, timeseries
-from topo.queueing import Piggyback, QueueLengthReport, WorkerPool
+from topo.metrics import RunResult, TupleLog, aggregation_cost, summarize, timelines, timeseries
+from topo.queueing import AckContent, Observer, Piggyback, WorkerPool
+from topo.schedule import MESSAGES, Change
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
@@ -39,9 +42,11 @@ PROGRESS_STEP = 5000  # tuples between progress callbacks
 class Grouping(Protocol):
     """What the simulator needs from a grouping (one instance per source)."""
 
-    def route(self, keys: np.ndarray) -> np.ndarray: ...
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray: ...
 
-    def feedback(self, workers: np.ndarray, loads: np.ndarray, signals: np.ndarray) -> None: ...
+    def feedback(self, report: AckReport) -> None: ...
+
+    def resize(self, workers: int) -> None: ...
 
     def stats(self) -> dict: ...
 
@@ -130,7 +135,7 @@ class Source:
         self.next = 0  # index of the first tuple not yet sent
         self.pending = 0  # batches sent and not yet acked
         self.waiting = False  # window full: the next ack resumes sending
-        self.inbox: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # acks not yet seen by the grouping
+        self.inbox: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # acks not yet seen by the grouping
 
     @property
     def exhausted(self) -> bool:
@@ -172,7 +177,7 @@ class Source:
             # a batch held back by the window takes whatever else has arrived meanwhile, up to batch_size
             size = min(size, int(np.searchsorted(self.arrivals, now, side="right")) - begin)
         clock = time.perf_counter()
-        workers = np.asarray(self.grouping.route(self.keys[begin : begin + size]), dtype=np.int32)
+        workers = np.asarray(self.grouping.route(self.keys[begin : begin + size], now), dtype=np.int32)
         sim.route_s += time.perf_counter() - clock
         if workers.shape != (size,):
             raise ValueError(f"the grouping returned {workers.shape} workers for {size} keys")
@@ -183,9 +188,9 @@ class Source:
         self.plan()
 
     def on_ack(self, batch: Batch) -> None:
-        """An ack lands: keep the workers' piggybacked loads and signals, and reopen the window."""
-        loads, signals = self.sim.piggyback(self.sim.pool, batch.workers, batch.done_s)
-        self.inbox.append((batch.workers, loads, signals))
+        """An ack lands: keep what the workers piggybacked on it, and reopen the window."""
+        content = self.sim.piggyback(self.sim.pool, batch.workers, batch.done_s, self.index)
+        self.inbox.append((batch.workers, content))
         self.pending -= 1
         if self.waiting:
             self.waiting = False
@@ -195,9 +200,13 @@ class Source:
         """Hand every ack that has landed so far to the grouping, oldest first."""
         if not self.inbox:
             return
-        workers, loads, signals = (np.concatenate(parts) for parts in zip(*self.inbox, strict=True))
+        fields = {name: np.concatenate([c[name] for _, c in self.inbox]) for name in self.inbox[0][1]}
+        workers = np.concatenate([w for w, _ in self.inbox])
         self.inbox.clear()
-        self.grouping.feedback(workers, loads, signals)
+        current = workers < self.sim.active  # a worker that left meanwhile is no longer the grouping's concern
+        if not current.all():
+            workers, fields = workers[current], {name: col[current] for name, col in fields.items()}
+        self.grouping.feedback(AckReport(workers=workers, now=self.sim.kernel.now, **fields))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -216,24 +225,36 @@ class Simulation:
         piggyback: Piggyback | None = None,
         capacity_schedule: Sequence[tuple[float, Sequence[float]]] = (),
         progress: Callable[[int], None] | None = None,
+        controller: Controller | None = None,
+        delegation: object | None = None,
     ) -> None:
         self.spec = spec
         self.stream = stream
         key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
+        self.key_hash = key_hash
         messages = len(key_hash)
         self.kernel = Kernel()
         self.pool = WorkerPool(spec.capacity_list, spec.cost_ms, messages)
+        self.active = spec.workers  # workers [0, active) take tuples; the pool holds the most ever active
         self.delay_s = spec.net_delay_ms / 1e3
-        self.piggyback = piggyback if piggyback is not None else QueueLengthReport()
         self.progress = progress
-        make = make_grouping if make_grouping is not None else _registered_grouping(spec)
+        self.controller, self.delegation = controller, delegation
+        if make_grouping is None:
+            # the registered strategy, with its shared controller and its worker-side delegation if it has them
+            if controller is None:
+                self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
+            if delegation is None:
+                self.delegation = groupings.make_delegation(spec.grouping, spec.workers, **spec.params)
+            make_grouping = _registered_grouping(spec, self.controller)
+        queue_capacity = spec.sources * spec.max_pending * spec.batch_size  # the most a worker can ever hold
+        self.piggyback = piggyback if piggyback is not None else AckContent(self.pool, queue_capacity, self.delegation)
         arrivals = arrival_times(messages, spec.rate, getattr(stream, "ts", None))
         every = spec.sources
         self.sources = [
             Source(
                 self,
                 s,
-                make(s),
+                make_grouping(s),
                 seqs=np.arange(s, messages, every, dtype=np.int64),
                 keys=key_hash[s::every].copy(),
                 arrivals=None if arrivals is None else arrivals[s::every].copy(),
@@ -247,11 +268,99 @@ class Simulation:
         self.batches: list[Batch] = []
         self.route_s = 0.0
         self._next_report = PROGRESS_STEP
-        for at, capacities in capacity_schedule:
-            self.kernel.schedule(float(at), self.pool.set_capacities, tuple(capacities), priority=WORLD)
+        # the world's changes: by time they are events, by message count they are checked as tuples are sent
+        self.capacity_history: list[tuple[float, tuple[float, ...]]] = [(0.0, tuple(self.pool.capacity))]
+        self.active_history: list[tuple[float, int]] = [(0.0, self.active)]
+        self._by_count: list[Change] = []
+        changes = [Change(float(at), "seconds", tuple(c)) for at, c in capacity_schedule]
+        for change in [*changes, *spec.capacity_schedule, *spec.scale_schedule]:
+            if change.unit == MESSAGES:
+                self._by_count.append(change)
+            else:
+                self.kernel.schedule(change.at, self._apply, change, priority=WORLD)
+        self._by_count.sort(key=lambda c: c.at)
+        # repartitioning strategies: a controller period, and the state that moves when the function changes
+        self.migrations = MigrationLog()
+        self._control_eye = Observer(self.pool)
+        self._last_busy = np.zeros(self.pool.workers)
+        self._last_done = np.zeros(self.pool.workers, np.int64)
+        self._seen = np.empty(0, np.uint64)  # distinct keys sent so far (the ones that may have state to move)
+        self._seen_upto = 0
+        if self.controller is not None:
+            self.kernel.schedule(self.controller.period_s, self._control, priority=WORLD)
+
+    # --- the world changes
+
+    def _apply(self, change: Change) -> None:
+        """A scheduled change takes effect now: new capacities, or workers joining or leaving."""
+        now = self.kernel.now
+        if isinstance(change.value, tuple):
+            self.pool.set_capacities(change.value)
+            self.capacity_history.append((now, change.value))
+            return
+        self.active = int(change.value)
+        self.active_history.append((now, self.active))
+        for source in self.sources:
+            source.grouping.resize(self.active)
+        if self.delegation is not None:
+            self.delegation.resize(self.active)
+        if self.controller is not None:
+            before = self.controller.version
+            self.controller.resize(self.active)
+            if self.controller.version != before:  # workers that left must hand over their keys at once
+                self._migrate(before, now)
+
+    def _control(self) -> None:
+        """A controller period ends: report what the workers did, let it repartition, move the state."""
+        now, ctl = self.kernel.now, self.controller
+        everyone = np.arange(self.pool.workers, dtype=np.int32)
+        qlen, busy, done = self._control_eye.observe(everyone, now)
+        report = WorkerReport(
+            tuples=done - self._last_done,
+            busy_s=busy - self._last_busy,
+            queue_len=qlen.astype(np.float64),
+            active=everyone < self.active,
+            period_s=ctl.period_s,
+            now=now,
+        )
+        self._last_done, self._last_busy = done, busy
+        before = ctl.version
+        if ctl.step(report) and ctl.version != before:
+            self._migrate(before, now)
+        if not all(source.exhausted for source in self.sources):
+            self.kernel.schedule(now + ctl.period_s, self._control, priority=WORLD)
+
+    def _migrate(self, old_version: int, now: float) -> None:
+        """Move the state of every key seen so far whose owner changed; both workers pause per key moved."""
+        ctl, pool = self.controller, self.pool
+        if self._seen_upto < pool.size:
+            fresh = np.unique(self.key_hash[self.seq[self._seen_upto : pool.size]])
+            self._seen = np.union1d(self._seen, fresh)
+            self._seen_upto = pool.size
+        old = np.asarray(ctl.lookup(self._seen, old_version))
+        new = np.asarray(ctl.lookup(self._seen, ctl.version))
+        moved = old != new
+        count = int(moved.sum())
+        row = {"at_s": now, "version": ctl.version, "keys": count, "pause_s": 0.0}
+        if count:
+            per_worker = np.bincount(old[moved], minlength=pool.workers) + np.bincount(
+                new[moved], minlength=pool.workers
+            )
+            per_key_s = self.spec.migration_ms_per_key / 1e3
+            for w in np.flatnonzero(per_worker):
+                pool.pause(int(w), now, per_key_s * float(per_worker[w]))
+            row["pause_s"] = per_key_s * float(per_worker.sum())
+            self.migrations.migrations += 1
+            self.migrations.migrated_keys += count
+            self.migrations.pause_s += row["pause_s"]
+        self.migrations.events.append(row)
+
+    # --- tuples on the wire
 
     def transmit(self, source: Source, begin: int, workers: np.ndarray, now: float) -> Batch:
         """Put a routed batch on the wire: its tuples join their workers' queues one network delay later."""
+        if workers.size and int(workers.max()) >= self.active:
+            raise ValueError(f"the grouping routed a tuple to worker {int(workers.max())}; {self.active} are active")
         first, done, used = self.pool.enqueue(workers, now + self.delay_s)
         end = first + len(workers)
         self.seq[first:end] = source.seqs[begin : begin + len(workers)]
@@ -263,6 +372,8 @@ class Simulation:
         if self.progress is not None and end >= self._next_report:
             self.progress(end)
             self._next_report = end + PROGRESS_STEP
+        while self._by_count and self._by_count[0].at <= end:
+            self._apply(self._by_count.pop(0))  # effective from the next batch on
         return batch
 
     def run(self) -> RunResult:
@@ -285,6 +396,18 @@ class Simulation:
         }
         return result
 
+    def _effective_capacities(self, start: float, end: float) -> np.ndarray:
+        """Each worker's capacity averaged over [start, end] (capacities may change during the run)."""
+        history = self.capacity_history
+        if len(history) == 1 or not end > start:
+            return np.asarray(history[-1][1] if end <= start else history[0][1], dtype=float)
+        total = np.zeros(self.pool.workers)
+        for (t0, caps), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
+            lo, hi = max(t0, start), min(t1, end)
+            if hi > lo:
+                total += np.asarray(caps) * (hi - lo)
+        return total / (end - start)
+
     def _outputs(self, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
         log = TupleLog(
@@ -296,13 +419,13 @@ class Simulation:
             start_s=pool.start_s[:emitted],
             finish_s=pool.finish_s[:emitted],
         )
-        key_hash = np.asarray(self.stream.key_hash)[log.seq]
+        key_hash = self.key_hash[log.seq]
         values = getattr(self.stream, "values", None)
         values = None if values is None else np.asarray(values)[log.seq]
-        distinct, keys_total, exact = operator_outcome(
-            spec.operator, key_hash, log.worker, pool.workers, values
-        )
+        distinct, keys_total, exact = operator_outcome(spec.operator, key_hash, log.worker, pool.workers, values)
         lines = timelines(log, pool.workers)
+        start = float(log.arrival_s.min()) if len(log) else 0.0
+        end = float(log.finish_s.max()) if len(log) else 0.0
         extra = {
             "seed": spec.seed,
             "params": dict(spec.params),
@@ -316,14 +439,30 @@ class Simulation:
                 "max_pending": spec.max_pending,
                 "net_delay_ms": spec.net_delay_ms,
                 "operator": spec.operator,
+                "initial_capacities": list(self.capacity_history[0][1]),
+                "capacity_schedule": [c.describe() for c in spec.capacity_schedule],
+                "scale_schedule": [c.describe() for c in spec.scale_schedule],
             },
+            "migrations": self.migrations.migrations,
+            "migrated_keys": self.migrations.migrated_keys,
+            "migration_pause_s": self.migrations.pause_s,
+            "capacity_changes": [{"at_s": t, "capacities": list(c)} for t, c in self.capacity_history[1:]],
+            "active_workers": [{"at_s": t, "workers": n} for t, n in self.active_history],
             "grouping_stats": [source.grouping.stats() for source in self.sources],
         }
+        if self.controller is not None:
+            extra["controller"] = self.controller.stats()
+            extra["repartitions"] = self.migrations.events
+        if isinstance(self.piggyback, AckContent) and self.delegation is not None:
+            extra["signals"] = dict(self.piggyback.signals_sent)
+            extra["delegation"] = self.delegation.stats()
+        if spec.aggregate_every_s is not None:
+            extra["aggregation"] = aggregation_cost(log, key_hash, spec.aggregate_every_s)
         summary = summarize(
             log,
             grouping=spec.grouping,
             engine="sim",
-            capacities=spec.capacity_list,
+            capacities=self._effective_capacities(start, end).tolist(),
             sources=spec.sources,
             tuples_in=emitted,
             distinct_keys=distinct,
@@ -357,20 +496,24 @@ def simulate(
     piggyback: Piggyback | None = None,
     capacity_schedule: Sequence[tuple[float, Sequence[float]]] = (),
     progress: Callable[[int], None] | None = None,
+    controller: Controller | None = None,
+    delegation: object | None = None,
 ) -> RunResult:
     """Simulate the topology over the stream and return its summary, time series and per-tuple log.
 
     make_grouping(source_index) builds each source's grouping (default: the registered grouping named by
-    the spec, seeded per source); piggyback is the worker-side ack logic (default: queue length, no signal);
-    capacity_schedule lists (time_s, capacities) changes; progress gets the number of tuples emitted so far.
+    the spec, seeded per source, with the strategy's controller and worker delegation if it has them);
+    piggyback is the worker-side ack logic (default: `AckContent`);
+    capacity_schedule lists (time_s, capacities) changes; progress gets the number of tuples emitted so far;
+    controller and delegation replace the strategy's own (tests and custom strategies).
     """
-    return Simulation(spec, stream, make_grouping, piggyback, capacity_schedule, progress).run()
+    return Simulation(spec, stream, make_grouping, piggyback, capacity_schedule, progress, controller, delegation).run()
 
 
-def _registered_grouping(spec: TopologySpec) -> Callable[[int], Grouping]:
+def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> Callable[[int], Grouping]:
     def make(source: int) -> Grouping:
         seed = source_seed(spec.seed, source)
-        return groupings.make(spec.grouping, workers=spec.workers, seed=seed, **spec.params)
+        return groupings.make(spec.grouping, workers=spec.workers, seed=seed, controller=controller, **spec.params)
 
     return make
 

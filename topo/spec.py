@@ -34,6 +34,10 @@ class TopologySpec:
     max_pending: int = 16  # batches in flight per source before it waits for acks (backpressure)
     net_delay_ms: float = 0.0  # one-way network delay, source->worker and ack worker->source
     sample_interval_s: float | None = None  # time-series resolution; None = about 200 samples per run
+    capacity_schedule: tuple = ()  # topo.schedule.Change items: capacity vectors from a message count or time on
+    scale_schedule: tuple = ()  # topo.schedule.Change items: number of active workers from then on
+    migration_ms_per_key: float = 0.01  # pause of both workers per key whose state moves (repartitioning)
+    aggregate_every_s: float | None = None  # period of partial-state flushes to the aggregator; None = at the end
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -41,9 +45,12 @@ class TopologySpec:
         if self.sources < 1:
             raise SpecError(f"--sources must be at least 1 (got {self.sources})")
         if self.capacities is not None:
-            if len(self.capacities) != self.workers:
+            if len(self.capacities) not in (self.workers, self.max_workers):
+                also = f" (or {self.max_workers}, the most workers --scale-schedule asks for)" * (
+                    self.max_workers != self.workers
+                )
                 raise SpecError(
-                    f"--capacities lists {len(self.capacities)} values but --workers is {self.workers}"
+                    f"--capacities lists {len(self.capacities)} values but --workers is {self.workers}{also}"
                 )
             if any(not (c > 0) for c in self.capacities):
                 raise SpecError("--capacities must all be positive numbers")
@@ -59,11 +66,26 @@ class TopologySpec:
             raise SpecError(f"--max-pending must be at least 1 (got {self.max_pending})")
         if not (self.linger_ms >= 0) or not (self.net_delay_ms >= 0):
             raise SpecError("--linger-ms and --net-delay-ms must be >= 0")
+        if not (self.migration_ms_per_key >= 0):
+            raise SpecError(f"--migration-ms-per-key must be >= 0 (got {self.migration_ms_per_key})")
+        if self.aggregate_every_s is not None and not (self.aggregate_every_s > 0):
+            raise SpecError(f"--aggregate-every must be positive (got {self.aggregate_every_s})")
+        for change in self.capacity_schedule:
+            if len(change.value) != self.max_workers:
+                raise SpecError(
+                    f"--capacity-schedule: a change lists {len(change.value)} capacities for {self.max_workers} workers"
+                )
+
+    @property
+    def max_workers(self) -> int:
+        """The most workers active at any time: the pool the engine sets up."""
+        return max([self.workers, *(int(c.value) for c in self.scale_schedule)])
 
     @property
     def capacity_list(self) -> list[float]:
-        """Capacity of every worker, 1.0 where none was given."""
-        return list(self.capacities) if self.capacities is not None else [1.0] * self.workers
+        """Capacity of every worker of the pool (max_workers of them), 1.0 where none was given."""
+        given = list(self.capacities) if self.capacities is not None else []
+        return given + [1.0] * (self.max_workers - len(given))
 
     def with_(self, **changes) -> TopologySpec:
         """A copy with some fields changed (validated again)."""
