@@ -1,0 +1,217 @@
+"""Adaptation experiments: heterogeneous workers and capacity changes (Consistent Grouping), drift (FISH)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from experiments.common import markdown_table, pyplot, run, series, write_csv
+from experiments.registry import register
+from topo.metrics import RunResult
+from topo.schedule import Change
+from topo.spec import TopologySpec
+
+COST_MS = 0.1  # a capacity-1.0 worker serves 10,000 tuples/s
+WP_LIKE = "zipf:z=1.0224,keys=100000,messages={m},seed=7"  # p1 = 9.32%, the Wikipedia trace's
+FAST_SLOW = (5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # y = 3 workers z = 5 times faster
+UNBOUNDED = 10**6  # max pending batches: the papers' queues are unbounded, so no backpressure here
+
+
+def cg_params(grouping: str, quick: bool) -> dict:
+    """CG's time slot scaled with the run: a quick run is a fifth as long, so its slot is half the default."""
+    return {"t0": 0.01} if grouping == "cg" and quick else {}
+
+
+def rate_at(load: float, capacities: tuple[float, ...]) -> float:
+    """Input rate (tuples/s) that keeps the whole topology at `load` of its total capacity."""
+    return load * sum(capacities) * 1e3 / COST_MS
+
+
+def latency_over_time(result: RunResult, windows: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """p99 latency (ms) of the tuples arriving in each of `windows` equal time windows."""
+    log = result.log
+    edges = np.linspace(log.arrival_s.min(), log.arrival_s.max(), windows + 1)
+    which = np.clip(np.searchsorted(edges, log.arrival_s, side="right") - 1, 0, windows - 1)
+    lat = log.latency_ms
+    p99 = np.array([np.percentile(lat[which == i], 99) if np.any(which == i) else np.nan for i in range(windows)])
+    return (edges[:-1] + edges[1:]) / 2, p99
+
+
+def _summary_row(name: str, result: RunResult) -> dict:
+    s = result.summary
+    _, queues = series(result, "queue_len")
+    tail = queues[:, -max(1, queues.shape[1] // 5) :]
+    return {
+        "grouping": name,
+        "p50_ms": s["latency_ms"]["p50"],
+        "p99_ms": s["latency_ms"]["p99"],
+        "throughput_tps": s["throughput_tps"],
+        "imbalance": s["imbalance"],
+        "replication": s["replication"],
+        "max_queue_end": float(tail.max()),
+        "exact": s["exact"],
+    }
+
+
+@register(
+    "cg-heterogeneity",
+    "Consistent Grouping (001), Fig. 8: 10 workers, 3 of them 5x faster, input at 80% of total capacity",
+    "cg's queues and latency stay bounded while kg's and sg's grow; cg's p99 is below half of kg's and below sg's",
+)
+def heterogeneity(out: Path, quick: bool) -> dict:
+    """Run kg, sg, pkg and cg on fast and slow workers; plot queues and p99 latency over time."""
+    m = 200_000 if quick else 1_000_000
+    base = TopologySpec(
+        engine="sim", workers=10, sources=2, capacities=FAST_SLOW, stream=WP_LIKE.format(m=m), cost_ms=COST_MS,
+        rate=rate_at(0.8, FAST_SLOW), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
+    )
+    results = {g: run(base.with_(grouping=g, params=cg_params(g, quick))) for g in ("kg", "sg", "pkg", "cg")}
+    rows = [_summary_row(g, r) for g, r in results.items()]
+    write_csv(out / "heterogeneity.csv", rows)
+    plt = pyplot()
+    fig, (ax_q, ax_l) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for g, r in results.items():
+        t, q = series(r, "queue_len")
+        ax_q.plot(t, q.max(axis=0), label=g)
+        tl, p99 = latency_over_time(r)
+        ax_l.plot(tl, p99, label=g)
+    for ax, label in ((ax_q, "longest worker queue (tuples)"), (ax_l, "p99 latency (ms)")):
+        ax.set_yscale("symlog", linthresh=1)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle("Heterogeneous workers (capacities 5,5,5,1,...,1), input at 80% of total capacity")
+    fig.tight_layout()
+    fig.savefig(out / "heterogeneity.png", dpi=110)
+    plt.close(fig)
+    (out / "heterogeneity.md").write_text(markdown_table(rows))
+    return {r["grouping"]: r for r in rows}
+
+
+def offered_spread(result: RunResult, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per time window, max - min over workers of offered utilization: tuples given x time per tuple / window.
+
+    This is the load each worker is given relative to its capacity at the time; unlike the busy fraction it
+    does not stay at 1 while a worker drains a backlog it built up before the grouping adapted.
+    """
+    log, s = result.log, result.summary
+    end = float(log.arrival_s.max())
+    edges = np.arange(0.0, end + window_s, window_s)
+    n = len(s["per_worker"])
+    counts = np.zeros((n, edges.size - 1))
+    which = np.clip(np.searchsorted(edges, log.enqueue_s, side="right") - 1, 0, edges.size - 2)
+    np.add.at(counts, (log.worker, which), 1)
+    caps = np.tile(np.array(s["config"].get("initial_capacities") or [1.0] * n, dtype=float)[:, None],
+                   (1, edges.size - 1))
+    for change in s["capacity_changes"]:
+        caps[:, edges[:-1] >= change["at_s"]] = np.asarray(change["capacities"], dtype=float)[:, None]
+    offered = counts * (s["config"]["cost_ms"] / 1e3) / caps / window_s
+    return (edges[:-1] + edges[1:]) / 2, offered.max(axis=0) - offered.min(axis=0)
+
+
+def recovery_messages(result: RunResult, changes_at_s: list[float], window_s: float, below: float = 0.2,
+                      hold: int = 3) -> list[int]:
+    """Messages that arrived between each change and the moment the offered-utilization spread stayed below."""
+    t, spread = offered_spread(result, window_s)
+    arrivals = np.sort(result.log.arrival_s)
+    out = []
+    for at in changes_at_s:
+        after = np.flatnonzero(t > at)
+        ok = spread[after] < below
+        # the first window from which `hold` consecutive windows are balanced
+        runs = np.convolve(ok.astype(int), np.ones(hold, int), mode="valid")
+        first = np.flatnonzero(runs == hold)
+        if not first.size:
+            out.append(-1)
+            continue
+        done_at = t[after[first[0]]]
+        out.append(int(np.searchsorted(arrivals, done_at) - np.searchsorted(arrivals, at)))
+    return out
+
+
+@register(
+    "cg-capacity-change",
+    "Consistent Grouping (001), Fig. 12: worker capacities change twice mid-run, their sum kept",
+    "cg returns to a low utilization spread shortly after each change; sg and kg stay unbalanced",
+)
+def capacity_change(out: Path, quick: bool) -> dict:
+    """Shift the fast workers twice and measure how many messages cg takes to rebalance."""
+    m = 300_000 if quick else 1_500_000
+    second = (1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0)
+    third = (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 1.0)
+    schedule = (Change(m // 3, "messages", second), Change(2 * m // 3, "messages", third))
+    base = TopologySpec(
+        engine="sim", workers=10, sources=2, capacities=FAST_SLOW, stream=WP_LIKE.format(m=m), cost_ms=COST_MS,
+        rate=rate_at(0.8, FAST_SLOW), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
+        capacity_schedule=schedule,
+    )
+    results = {g: run(base.with_(grouping=g, params=cg_params(g, quick))) for g in ("sg", "pkg", "cg")}
+    window = 0.02  # seconds: a few hundred tuples per worker per window
+    rows = []
+    for g, r in results.items():
+        changes = [c["at_s"] for c in r.summary["capacity_changes"]]
+        row = _summary_row(g, r)
+        t, spread = offered_spread(r, window)
+        row["recovery_messages"] = json.dumps(recovery_messages(r, changes, window))
+        row["mean_spread_after_1st_change"] = float(np.mean(spread[t > changes[0]]))
+        rows.append(row)
+    write_csv(out / "capacity_change.csv", rows)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for g, r in results.items():
+        t, spread = offered_spread(r, window)
+        ax.plot(t, spread, label=g, lw=1)
+    for c in results["cg"].summary["capacity_changes"]:
+        ax.axvline(c["at_s"], color="black", ls=":", lw=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("spread of offered utilization (max - min)")
+    ax.set_title("Capacities change at the dotted lines (sum kept); input at 80% of total capacity")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "capacity_change.png", dpi=110)
+    plt.close(fig)
+    (out / "capacity_change.md").write_text(markdown_table(rows))
+    return {r["grouping"]: r for r in rows}
+
+
+@register(
+    "fish-drift",
+    "FISH (003), RQ1/RQ5: time-evolving Zipf stream, 32 workers",
+    "fish has lower p99 latency than wc and dc, and far lower replication (memory) than sg",
+)
+def drift(out: Path, quick: bool) -> dict:
+    """Hot keys move every shift_every messages; compare latency and memory of fish, wc, dc, pkg, sg."""
+    m = 300_000 if quick else 2_000_000
+    shift = m // 10
+    workers = 32
+    caps = (1.0,) * workers
+    base = TopologySpec(
+        engine="sim", workers=workers, sources=4,
+        stream=f"drift:z=1.4,keys=100000,messages={m},shift_every={shift},seed=3",
+        cost_ms=COST_MS, rate=rate_at(0.85, caps), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
+    )
+    results = {g: run(base.with_(grouping=g)) for g in ("fish", "wc", "dc", "pkg", "sg")}
+    rows = [_summary_row(g, r) for g, r in results.items()]
+    write_csv(out / "drift.csv", rows)
+    plt = pyplot()
+    fig, (ax_l, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for g, r in results.items():
+        tl, p99 = latency_over_time(r)
+        ax_l.plot(tl, p99, label=g)
+    ax_l.set_yscale("log")
+    ax_l.set_xlabel("time (s)")
+    ax_l.set_ylabel("p99 latency (ms)")
+    ax_l.grid(alpha=0.3)
+    ax_l.legend()
+    ax_m.bar([r["grouping"] for r in rows], [r["replication"] for r in rows], color="tab:gray")
+    ax_m.set_ylabel("replication (key copies per key)")
+    fig.suptitle(f"Drifting Zipf z=1.4 (hot keys move every {shift:,} messages), {workers} workers, 85% load")
+    fig.tight_layout()
+    fig.savefig(out / "drift.png", dpi=110)
+    plt.close(fig)
+    (out / "drift.md").write_text(markdown_table(rows))
+    return {r["grouping"]: r for r in rows}

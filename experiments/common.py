@@ -1,0 +1,77 @@
+"""What every experiment shares: running a topology, tables on disk, and small series helpers."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from topo.metrics import RunResult
+from topo.sim import simulate
+from topo.spec import TopologySpec
+from topo.streams import Stream, load_stream
+
+_STREAMS: dict[str, Stream] = {}
+
+
+def stream(spec: str) -> Stream:
+    """Load an inline stream once per process (experiments run several groupings on the same stream)."""
+    if spec not in _STREAMS:
+        _STREAMS[spec] = load_stream(spec)
+    return _STREAMS[spec]
+
+
+def run(spec: TopologySpec) -> RunResult:
+    """Simulate one topology on its (cached) stream."""
+    return simulate(spec, stream(spec.stream))
+
+
+def write_csv(path: Path, rows: Sequence[dict]) -> None:
+    """Rows of dicts as CSV, columns in first-row order."""
+    if not rows:
+        path.write_text("")
+        return
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def markdown_table(rows: Sequence[dict], digits: int = 3) -> str:
+    """Rows of dicts as a markdown table (numbers to `digits` significant digits)."""
+    if not rows:
+        return ""
+    cols = list(rows[0])
+
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:.{digits}g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def series(result: RunResult, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sample times, workers x samples matrix) of one per-worker time-series column."""
+    ts = result.timeseries
+    t = ts.column("t_s").to_numpy()
+    w = ts.column("worker").to_numpy().astype(int)
+    v = ts.column(column).to_numpy().astype(float)
+    times, idx = np.unique(t, return_inverse=True)
+    grid = np.zeros((int(w.max()) + 1 if w.size else 0, times.size))
+    grid[w, idx] = v
+    return times, grid
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

@@ -1,0 +1,55 @@
+"""The registry of experiments: a name, what it reproduces, and a function that runs it into a directory."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One reproducible experiment; `run(out_dir, quick)` writes its files and returns its headline numbers."""
+
+    name: str
+    paper: str  # which paper and figure or table it reproduces
+    claim: str  # the qualitative result the paper reports (what the quick test asserts)
+    run: Callable[[Path, bool], dict]
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(name: str, paper: str, claim: str) -> Callable[[Callable[[Path, bool], dict]], Callable]:
+    """Decorator: add a `run(out_dir, quick) -> dict` function to the registry under `name`."""
+
+    def wrap(fn: Callable[[Path, bool], dict]) -> Callable[[Path, bool], dict]:
+        if name in EXPERIMENTS:
+            raise ValueError(f"experiment {name!r} is registered twice")
+        EXPERIMENTS[name] = Experiment(name, paper, claim, fn)
+        return fn
+
+    return wrap
+
+
+def _load_all() -> None:
+    # every module of this package that is not infrastructure defines experiments
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.name not in ("registry", "common"):
+            importlib.import_module(f"experiments.{info.name}")
+
+
+def names() -> list[str]:
+    """Names of every registered experiment, in registration order."""
+    _load_all()
+    return list(EXPERIMENTS)
+
+
+def get(name: str) -> Experiment:
+    """The experiment called `name`; ValueError with the valid names otherwise."""
+    _load_all()
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r} (valid: {', '.join(EXPERIMENTS)})")
+    return EXPERIMENTS[name]
