@@ -112,23 +112,30 @@ def offered_spread(result: RunResult, window_s: float) -> tuple[np.ndarray, np.n
     return (edges[:-1] + edges[1:]) / 2, offered.max(axis=0) - offered.min(axis=0)
 
 
-def recovery_messages(result: RunResult, changes_at_s: list[float], window_s: float, below: float = 0.2,
-                      hold: int = 3) -> list[int]:
-    """Messages that arrived between each change and the moment the offered-utilization spread stayed below."""
+def recovery(result: RunResult, changes_at_s: list[float], window_s: float, settle_s: float = 0.5,
+             margin: float = 0.1, smooth: int = 5, unbalanced: float = 0.5) -> list[dict]:
+    """How long after each change the spread of offered utilization took to return to its level before it.
+
+    Level before = median spread over the `settle_s` before the change; recovered = the first window whose
+    rolling median over `smooth` windows is within `margin` of that level; -1 if it never is, or if the grouping
+    was not balanced before the change either (level above `unbalanced`).
+    """
     t, spread = offered_spread(result, window_s)
     arrivals = np.sort(result.log.arrival_s)
+    rolling = np.array([np.median(spread[max(0, i - smooth + 1) : i + 1]) for i in range(spread.size)])
     out = []
     for at in changes_at_s:
-        after = np.flatnonzero(t > at)
-        ok = spread[after] < below
-        # the first window from which `hold` consecutive windows are balanced
-        runs = np.convolve(ok.astype(int), np.ones(hold, int), mode="valid")
-        first = np.flatnonzero(runs == hold)
-        if not first.size:
-            out.append(-1)
+        before = spread[(t > at - settle_s) & (t < at)]
+        level = float(np.median(before)) if before.size else 0.0
+        first_after = int(np.searchsorted(t, at + window_s / 2))
+        late = np.flatnonzero(rolling <= level + margin)
+        late = late[late >= first_after + smooth - 1]  # a median of windows that all began after the change
+        if level > unbalanced or not late.size:
+            out.append({"seconds": -1.0, "messages": -1, "level_before": level})
             continue
-        done_at = t[after[first[0]]]
-        out.append(int(np.searchsorted(arrivals, done_at) - np.searchsorted(arrivals, at)))
+        done_at = float(t[late[0]])
+        messages = int(np.searchsorted(arrivals, done_at) - np.searchsorted(arrivals, at))
+        out.append({"seconds": done_at - at, "messages": messages, "level_before": level})
     return out
 
 
@@ -155,8 +162,10 @@ def capacity_change(out: Path, quick: bool) -> dict:
         changes = [c["at_s"] for c in r.summary["capacity_changes"]]
         row = _summary_row(g, r)
         t, spread = offered_spread(r, window)
-        row["recovery_messages"] = json.dumps(recovery_messages(r, changes, window))
-        row["mean_spread_after_1st_change"] = float(np.mean(spread[t > changes[0]]))
+        back = recovery(r, changes, window)
+        row["recovery_messages"] = json.dumps([b["messages"] for b in back])
+        row["recovery_s"] = json.dumps([round(b["seconds"], 3) for b in back])
+        row["mean_spread"] = float(np.mean(spread[t < t[-1] - window]))
         rows.append(row)
     write_csv(out / "capacity_change.csv", rows)
     plt = pyplot()

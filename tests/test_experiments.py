@@ -1,0 +1,76 @@
+"""Every registered experiment, in quick mode: it writes its files and the paper's qualitative result holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import experiments
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """Run each experiment once (quick) and keep its numbers."""
+    done = {}
+    base = tmp_path_factory.mktemp("results")
+    for name in experiments.names():
+        out = base / name
+        out.mkdir()
+        done[name] = (out, experiments.get(name).run(out, True))
+    return done
+
+
+def test_every_experiment_writes_csv_png_and_markdown(outputs):
+    for name, (out, numbers) in outputs.items():
+        assert list(out.glob("*.csv")) and list(out.glob("*.png")) and list(out.glob("*.md")), name
+        assert numbers, name
+
+
+def test_heterogeneity_cg_beats_kg_and_sg(outputs):
+    rows = outputs["cg-heterogeneity"][1]
+    cg, kg, sg = rows["cg"], rows["kg"], rows["sg"]
+    assert cg["p99_ms"] < kg["p99_ms"] / 2 and cg["p99_ms"] < sg["p99_ms"]
+    assert cg["imbalance"] < 0.2
+    assert cg["max_queue_end"] < sg["max_queue_end"] / 10 and cg["max_queue_end"] < kg["max_queue_end"] / 10
+    assert all(r["exact"] for r in rows.values())
+
+
+def test_capacity_change_cg_recovers(outputs):
+    rows = outputs["cg-capacity-change"][1]
+    cg = rows["cg"]
+    recovered = json.loads(cg["recovery_messages"])
+    assert len(recovered) == 2 and all(0 < m < 100_000 for m in recovered)  # a third of the run is 100k messages
+    assert cg["mean_spread"] < rows["sg"]["mean_spread"] / 2
+    assert cg["imbalance"] < rows["sg"]["imbalance"]
+
+
+def test_drift_fish_beats_wc_and_dc_with_little_memory(outputs):
+    rows = outputs["fish-drift"][1]
+    fish = rows["fish"]
+    assert fish["p99_ms"] < rows["wc"]["p99_ms"] and fish["p99_ms"] < rows["dc"]["p99_ms"]
+    assert fish["replication"] < rows["sg"]["replication"] / 2
+
+
+def test_gedik_balances_better_and_migrates_like_consistent_hashing(outputs):
+    means = outputs["gedik-scaling"][1]
+    assert means["gedik"]["b"] < means["uniform"]["b"] and means["gedik"]["b"] < means["consistent"]["b"]
+    assert means["gedik"]["m"] < 1.5 * means["consistent"]["m"]
+    assert means["uniform"]["m"] > 2 * means["gedik"]["m"]
+
+
+def test_reproduce_lists_and_rejects_unknown_names(tmp_path):
+    script = ROOT / "scripts" / "reproduce.py"
+    listed = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0
+    for name in ("cg-heterogeneity", "cg-capacity-change", "fish-drift", "gedik-scaling"):
+        assert name in listed.stdout
+    bad = subprocess.run([sys.executable, str(script), "nope", "--out", str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown experiment" in bad.stderr and "Traceback" not in bad.stderr
+    assert list(tmp_path.iterdir()) == []
