@@ -52,6 +52,12 @@ class Controller(ABC):
     def lookup(self, keys: np.ndarray, version: int | None = None) -> np.ndarray:
         """Owner (int32) of each key hash under `version` (default: current); the previous version is kept."""
 
+    @property
+    def draining(self) -> frozenset[int]:
+        """Workers that left the topology but still own keys the controller moves off them over the next periods
+        (ALBIC drains within its migration budget); engines keep serving them until they are empty."""
+        return frozenset()
+
     def resize(self, workers: int) -> None:
         """The number of active workers changes (workers join or leave at the top index); the next step adapts."""
         if workers < 1:

@@ -236,3 +236,24 @@ def test_aggregation_in_the_summary():
     r = simulate(spec, keys(2000, distinct=10), make_grouping=lambda s: RoundRobin(2))
     agg = r.summary["aggregation"]
     assert agg["period_s"] == 0.01 and agg["flushes"] >= 2 and agg["keys_flushed"] <= 2 * 10 * agg["flushes"]
+
+
+class Drain(Shift):
+    """Keeps every key where it is (version 0) and says worker 2 is still being drained after a shrink."""
+
+    def step(self, report: WorkerReport) -> bool:
+        self.reports.append(report)
+        return False
+
+    @property
+    def draining(self) -> frozenset[int]:
+        return frozenset({2}) if self.workers < 3 else frozenset()
+
+
+def test_workers_being_drained_may_still_take_tuples_after_a_shrink():
+    ctl = Drain(3)
+    spec = TopologySpec(grouping="x", workers=3, sources=1, cost_ms=0.1, rate=10_000.0, batch_size=10,
+                        scale_schedule=(Change(0.05, "seconds", 2),))
+    r = simulate(spec, keys(2000, distinct=30), make_grouping=lambda s: Follow(ctl), controller=ctl)
+    assert np.any(r.log.worker[r.log.arrival_s > 0.06] == 2)  # the controller has not moved worker 2's keys yet
+    assert r.summary["exact"] is True

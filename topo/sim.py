@@ -360,7 +360,10 @@ class Simulation:
     def transmit(self, source: Source, begin: int, workers: np.ndarray, now: float) -> Batch:
         """Put a routed batch on the wire: its tuples join their workers' queues one network delay later."""
         if workers.size and int(workers.max()) >= self.active:
-            raise ValueError(f"the grouping routed a tuple to worker {int(workers.max())}; {self.active} are active")
+            draining = self.controller.draining if self.controller is not None else frozenset()
+            stray = [w for w in np.unique(workers[workers >= self.active]).tolist() if w not in draining]
+            if stray:
+                raise ValueError(f"the grouping routed a tuple to worker {stray[0]}; {self.active} are active")
         first, done, used = self.pool.enqueue(workers, now + self.delay_s)
         end = first + len(workers)
         self.seq[first:end] = source.seqs[begin : begin + len(workers)]
@@ -408,6 +411,16 @@ class Simulation:
                 total += np.asarray(caps) * (hi - lo)
         return total / (end - start)
 
+    def _active_seconds(self, start: float, end: float) -> np.ndarray:
+        """How long each worker of the pool was part of the topology during [start, end]."""
+        out = np.zeros(self.pool.workers)
+        history = self.active_history
+        for (t0, n), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
+            lo, hi = max(t0, start), min(t1, end)
+            if hi > lo:
+                out[:n] += hi - lo
+        return out
+
     def _outputs(self, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
         log = TupleLog(
@@ -450,6 +463,14 @@ class Simulation:
             "active_workers": [{"at_s": t, "workers": n} for t, n in self.active_history],
             "grouping_stats": [source.grouping.stats() for source in self.sources],
         }
+        if len(self.active_history) > 1:
+            # workers that joined late or left early: compare load per second each was actually in the topology
+            active_s = self._active_seconds(start, end)
+            caps = self._effective_capacities(start, end)
+            rate = np.bincount(log.worker, minlength=pool.workers) / np.maximum(active_s, 1e-12) / caps
+            used = active_s > 0
+            extra["imbalance_active_time"] = float(rate[used].max() / rate[used].mean() - 1) if used.any() else 0.0
+            extra["active_seconds"] = active_s.tolist()
         if self.controller is not None:
             extra["controller"] = self.controller.stats()
             extra["repartitions"] = self.migrations.events
