@@ -2,8 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# Consistent Grouping (cg) becomes the default of `make run` when the adaptive strategies land
-GROUPING ?= dc
+GROUPING ?= cg
 ENGINE   ?= sim
 STAMP  := $(VENV)/.installed
 
@@ -17,7 +16,7 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(PY) scripts/run_topology.py --grouping $(GROUPING) --engine $(ENGINE) --workers 10 --sources 2 \
-		--capacities 1,1,1,1,1,1,1,1,0.5,0.5 --out runs/make-run --overwrite
+		--capacities 5,5,5,1,1,1,1,1,1,1 --rate 176000 --out runs/make-run --overwrite
 
 test: $(STAMP)
 	$(PY) -m ruff check .

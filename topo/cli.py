@@ -27,6 +27,24 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults after every option, and the groupings list printed as written."""
+
+
+def groupings_epilog() -> str:
+    """One paragraph per grouping: what it does and the --set parameters it takes, with defaults."""
+    import groupings
+
+    lines = ["groupings and their --set parameters (defaults in brackets; n = number of workers):"]
+    for name in groupings.names():
+        info = groupings.describe(name)
+        lines.append(f"  {name:6s} {info['doc']}")
+        for par in info["params"]:
+            choices = f" ({'|'.join(par['choices'])})" if par.get("choices") else ""
+            lines.append(f"           {par['name']}={par['default']}{choices}: {par['help']}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The option set of DESIGN.md, each documented with its unit and default."""
     import groupings
@@ -34,9 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="run_topology.py",
         description="Run one stream topology (sources -> workers) with a chosen grouping and print its summary.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Formatter,
+        epilog=groupings_epilog(),
     )
-    p.add_argument("--grouping", default="dc", metavar="NAME",
+    p.add_argument("--grouping", default="cg", metavar="NAME",
                    help=f"partitioning strategy, one of: {', '.join(groupings.names())}")
     p.add_argument("--engine", default="sim", choices=ENGINES,
                    help="sim = discrete-event simulator; ray = Ray actors (not built yet)")
