@@ -210,7 +210,7 @@ def drift(out: Path, quick: bool) -> dict:
     fig, (ax_l, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
     for g, r in results.items():
         tl, p99 = latency_over_time(r)
-        ax_l.plot(tl, p99, label=g)
+        ax_l.plot(tl, p99, label=g, ls="--" if g == "sg" else "-", lw=2.5 if g == "fish" else 1.2)
     ax_l.set_yscale("log")
     ax_l.set_xlabel("time (s)")
     ax_l.set_ylabel("p99 latency (ms)")
