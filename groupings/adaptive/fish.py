@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import registry
 from ..feedback import AckReport
+from ..grouping import as_key_hashes
 from ..params import REPLICAS, Param, at_least_one, fraction, positive, resolve
 from ..ring import build_ring, ring_directory
 from .fish_epochs import EPOCH_LEN, EPOCHS, REPLACED, SEEN, TOP, TOTAL, USED, EpochCounters, new_counters, snapshot
@@ -155,17 +156,11 @@ class Fish:
 
     def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         """Chosen worker (int32) of each 64-bit key hash at engine time `now` (s); same as one at a time."""
-        keys = np.asarray(keys)
-        if keys.ndim != 1:
-            raise ValueError(f"route takes a one-dimensional array of key hashes (got shape {keys.shape})")
-        if keys.dtype != np.uint64:
-            if keys.size and keys.dtype.kind not in "iu":
-                raise ValueError(f"route takes uint64 key hashes (got dtype {keys.dtype})")
-            keys = keys.astype(np.uint64)  # signed hashes reinterpret bit for bit
+        keys = as_key_hashes(keys)
         out = np.empty(keys.size, dtype=np.int32)
         clock = math.nan if now is None else float(now)
         if keys.size:
-            route_fish(np.ascontiguousarray(keys), out, self._state, clock)
+            route_fish(keys, out, self._state, clock)
         return out
 
     def feedback(self, report: AckReport) -> None:
