@@ -83,6 +83,12 @@ def test_same_seed_same_summary(tmp_path):
         (["--scale-schedule", "2s:zero"], "--scale-schedule"),
         (["--migration-ms-per-key", "-1"], "--migration-ms-per-key"),
         (["--aggregate-every", "0"], "--aggregate-every"),
+        (["--operator", "topk", "--operator-set", "kk=1"], "kk"),
+        (["--operator", "topk", "--operator-set", "k=many"], "k"),
+        (["--chaos", "boom"], "--chaos"),
+        (["--chaos", "kill-worker:1@2"], "--engine ray"),
+        (["--work", "fast"], "--work"),
+        (["--placement", "a,b"], "--placement"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):

@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--grouping", default="cg", metavar="NAME",
                    help=f"partitioning strategy, one of: {', '.join(groupings.names())}")
-    p.add_argument("--engine", default="sim", choices=ENGINES,
-                   help="sim = discrete-event simulator; ray = Ray actors (not built yet)")
+    p.add_argument("--engine", default="ray", choices=ENGINES,
+                   help="ray = sources and workers as Ray actors (real time); sim = discrete-event simulator (fast)")
     p.add_argument("--workers", type=int, default=4, metavar="N", help="number of downstream workers")
     p.add_argument("--sources", type=int, default=2, metavar="S",
                    help="number of upstream sources; the input is shuffled among them")
@@ -68,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream", default=DEFAULT_STREAM, metavar="SPEC",
                    help="a dataset directory, or inline 'zipf:z=..,keys=..,messages=..,seed=..' or "
                         "'drift:z=..,keys=..,messages=..,shift_every=..,seed=..'")
-    p.add_argument("--operator", default="wordcount", metavar="NAME", help="what each worker computes")
+    p.add_argument("--operator", default="wordcount", metavar="NAME",
+                   help="what each worker computes: wordcount, naivebayes (class = the value column, or key hash mod "
+                        "classes) or topk (mergeable SpaceSaving summaries)")
+    p.add_argument("--operator-set", action="append", default=[], metavar="KEY=VALUE", dest="operator_params",
+                   help="an operator parameter, e.g. k=5 or counters=10000 (topk), classes=3 (naivebayes)")
     p.add_argument("--cost-ms", type=float, default=0.1, metavar="MS",
                    help="processing time of one tuple on a capacity-1.0 worker, in milliseconds")
     p.add_argument("--rate", type=float, default=None, metavar="TPS",
@@ -101,6 +105,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "summary counts the keys sent; default: one merge at the end")
     p.add_argument("--sample-interval", type=float, default=None, metavar="SECONDS",
                    help="resolution of the per-worker time series; default: about 200 samples per run")
+    p.add_argument("--work", default="sleep", choices=("sleep", "cpu"),
+                   help="ray engine: a worker spends each tuple's service time (cost-ms / capacity) waiting (sleep: "
+                        "dozens fit on two cores) or burning real CPU capped at its share of a core (cpu)")
+    p.add_argument("--core-share", type=float, default=0.4, metavar="FRACTION",
+                   help="ray engine, --work cpu: the share of one core a capacity-1.0 worker may use")
+    p.add_argument("--chaos", action="append", default=[], metavar="kill-worker:ID@SECONDS",
+                   help="ray engine: kill worker ID's process for real that many seconds into the run (repeatable); "
+                        "sources replay what it had not committed, so the result stays exact")
+    p.add_argument("--address", default=None, metavar="ADDRESS",
+                   help="ray engine: join this Ray cluster ('auto' = the one this machine belongs to) instead of "
+                        "starting a local one")
+    p.add_argument("--placement", default=None, metavar="RES1,RES2,...",
+                   help="ray engine: one custom resource name per worker (e.g. fast,fast,slow,slow); each worker "
+                        "runs only on nodes offering it")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="run directory to write; default: runs/<grouping>-<engine>-<UTC time>")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it already holds a run")
@@ -133,6 +151,19 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
+def parse_chaos(items: list[str]) -> tuple[tuple[str, int, float], ...]:
+    """['kill-worker:2@5'] -> (('kill-worker', 2, 5.0),)."""
+    events = []
+    for item in items:
+        action, _, rest = item.partition(":")
+        target, _, at = rest.partition("@")
+        try:
+            events.append((action.strip(), int(target), float(at.rstrip("s"))))
+        except ValueError:
+            raise UsageError(f"--chaos '{item}': expected kill-worker:ID@SECONDS, e.g. kill-worker:2@5") from None
+    return tuple(events)
+
+
 def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     """Build and validate the topology the options describe."""
     from topo.schedule import parse_capacity_schedule, parse_scale_schedule
@@ -144,10 +175,13 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         grouping=args.grouping, engine=args.engine, workers=args.workers, sources=args.sources,
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
         cost_ms=args.cost_ms, rate=args.rate, duration=args.duration, seed=args.seed,
-        params=parse_params(args.params), batch_size=args.batch_size, linger_ms=args.linger_ms,
+        params=parse_params(args.params), operator_params=parse_params(args.operator_params),
+        batch_size=args.batch_size, linger_ms=args.linger_ms,
         max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
+        work=args.work, core_share=args.core_share, chaos=parse_chaos(args.chaos), address=args.address,
+        placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
     )
 
 

@@ -30,10 +30,8 @@ class Prepared:
 
 def prepare(spec: TopologySpec) -> Prepared:
     """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
-    if spec.engine != "sim":
-        raise SpecError(f"--engine {spec.engine}: not available in this release; use --engine sim")
     try:
-        operators.make(spec.operator)
+        operators.make(spec.operator, **spec.operator_params)
     except ValueError as exc:
         raise SpecError(f"--operator: {exc}") from None
     try:
@@ -50,14 +48,26 @@ def prepare(spec: TopologySpec) -> Prepared:
     return Prepared(spec, stream)
 
 
-def execute(prepared: Prepared, progress: bool = True) -> RunResult:
-    """Run the prepared topology on its engine, with a progress bar on stderr when asked."""
+def _engine(spec: TopologySpec):
+    """The run function of the spec's engine: (spec, stream, progress callback) -> RunResult."""
+    if spec.engine == "ray":
+        from topo.ray_engine import run_ray
+
+        return lambda sp, st, progress=None: run_ray(
+            sp, st, progress=progress, address=sp.address, work=sp.work, chaos=sp.chaos, placement=sp.placement
+        )
     from topo.sim import simulate
 
+    return lambda sp, st, progress=None: simulate(sp, st, progress=progress)
+
+
+def execute(prepared: Prepared, progress: bool = True) -> RunResult:
+    """Run the prepared topology on its engine, with a progress bar on stderr when asked."""
     spec, stream = prepared.spec, prepared.stream
+    run = _engine(spec)
     total = stream.messages
     if not progress:
-        return simulate(spec, stream)
+        return run(spec, stream)
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -66,7 +76,7 @@ def execute(prepared: Prepared, progress: bool = True) -> RunResult:
                    TextColumn("tuples"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
     with bar:
         task = bar.add_task("run", total=total)
-        result = simulate(spec, stream, progress=lambda emitted: bar.update(task, completed=emitted))
+        result = run(spec, stream, progress=lambda emitted: bar.update(task, completed=emitted))
     return result
 
 

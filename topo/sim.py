@@ -435,7 +435,9 @@ class Simulation:
         key_hash = self.key_hash[log.seq]
         values = getattr(self.stream, "values", None)
         values = None if values is None else np.asarray(values)[log.seq]
-        distinct, keys_total, exact = operator_outcome(spec.operator, key_hash, log.worker, pool.workers, values)
+        distinct, keys_total, exact = operator_outcome(
+            spec.operator, key_hash, log.worker, pool.workers, values, spec.operator_params
+        )
         lines = timelines(log, pool.workers)
         start = float(log.arrival_s.min()) if len(log) else 0.0
         end = float(log.finish_s.max()) if len(log) else 0.0
@@ -540,11 +542,32 @@ def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> C
 
 
 def operator_outcome(
-    name: str, key_hash: np.ndarray, worker: np.ndarray, workers: int, values: np.ndarray | None = None
+    name: str,
+    key_hash: np.ndarray,
+    worker: np.ndarray,
+    workers: int,
+    values: np.ndarray | None = None,
+    params: dict | None = None,
 ) -> tuple[list[int], int, bool]:
-    """Distinct keys of each worker's state and of the merged state, and whether the merge is exact."""
-    op = operators.make(name)
+    """Distinct keys each worker saw, distinct keys in all, and whether the merged operator state is exact.
+
+    Key counts come from the routing itself (the papers' memory cost: key copies held), not from the operator's
+    state, which may keep fewer (a top-k summary holds a bounded number of keys).
+    """
+    op = operators.make(name, **(params or {}))
     states = op.from_grouped(key_hash, worker, workers, values)
-    merged = op.merge(states)
-    exact = op.equal(merged, op.exact(key_hash, values))
-    return [int(op.distinct_keys(state)) for state in states], int(op.distinct_keys(merged)), bool(exact)
+    exact = op.equal(op.merge(states), op.exact(key_hash, values))
+    per_worker, total = distinct_keys_per_worker(key_hash, worker, workers)
+    return per_worker, total, bool(exact)
+
+
+def distinct_keys_per_worker(key_hash: np.ndarray, worker: np.ndarray, workers: int) -> tuple[list[int], int]:
+    """Number of distinct keys routed to each worker, and in the whole stream."""
+    if not len(key_hash):
+        return [0] * workers, 0
+    order = np.lexsort((key_hash, worker))
+    w, k = worker[order], key_hash[order]
+    first = np.ones(len(k), bool)
+    first[1:] = (w[1:] != w[:-1]) | (k[1:] != k[:-1])
+    per_worker = np.bincount(w[first], minlength=workers)
+    return per_worker.tolist(), int(np.unique(key_hash).size)

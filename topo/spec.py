@@ -29,6 +29,7 @@ class TopologySpec:
     duration: float | None = None  # stop emitting after this many (simulated) seconds; None = whole stream
     seed: int = 0
     params: dict = field(default_factory=dict)  # grouping parameters from --set
+    operator_params: dict = field(default_factory=dict)  # operator parameters from --operator-set
     batch_size: int = 100  # tuples a source routes and sends together (micro-batch)
     linger_ms: float = 5.0  # a partly filled batch is sent at most this long after its first tuple
     max_pending: int = 16  # batches in flight per source before it waits for acks (backpressure)
@@ -38,6 +39,11 @@ class TopologySpec:
     scale_schedule: tuple = ()  # topo.schedule.Change items: number of active workers from then on
     migration_ms_per_key: float = 0.01  # pause of both workers per key whose state moves (repartitioning)
     aggregate_every_s: float | None = None  # period of partial-state flushes to the aggregator; None = at the end
+    work: str = "sleep"  # ray engine: how a worker spends a tuple's service time, "sleep" or "cpu" (real, capped)
+    core_share: float = 0.4  # ray engine, --work cpu: share of a core a capacity-1.0 worker may use
+    chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0)
+    address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
+    placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -70,6 +76,17 @@ class TopologySpec:
             raise SpecError(f"--migration-ms-per-key must be >= 0 (got {self.migration_ms_per_key})")
         if self.aggregate_every_s is not None and not (self.aggregate_every_s > 0):
             raise SpecError(f"--aggregate-every must be positive (got {self.aggregate_every_s})")
+        if self.work not in ("sleep", "cpu"):
+            raise SpecError(f"--work must be sleep or cpu (got {self.work!r})")
+        if not 0 < self.core_share <= 1:
+            raise SpecError(f"--core-share must be in (0, 1] (got {self.core_share})")
+        if self.placement is not None and len(self.placement) != self.max_workers:
+            raise SpecError(f"--placement names {len(self.placement)} resources for {self.max_workers} workers")
+        for action, target, at in self.chaos:
+            if action != "kill-worker" or not 0 <= target < self.max_workers or not at >= 0:
+                raise SpecError(f"--chaos {action}:{target}@{at}: expected kill-worker:ID@SECONDS with ID < workers")
+        if self.engine == "sim" and (self.chaos or self.address or self.placement):
+            raise SpecError("--chaos, --address and --placement need --engine ray")
         for change in self.capacity_schedule:
             if len(change.value) != self.max_workers:
                 raise SpecError(
