@@ -1,0 +1,226 @@
+"""How a worker of the Ray engine spends a tuple's service time: waiting for it, or real CPU work under a cap.
+
+The contract shared with the simulator: a worker of capacity c serves a tuple in cost_ms / c of wall time.
+
+`sleep` mode waits without burning, so dozens of workers fit on two cores. The worker keeps a running deadline
+(start + i * service) and reports each tuple's deadline as its finish time; a batch sleeps once, until its last
+deadline, so sleep granularity never accumulates.
+
+`cpu` mode does genuine work, as the paper's Storm executors capped with cpulimit did. A capacity-c worker may
+use c * core_share of one core (core_share: what a capacity-1.0 worker gets): each tuple burns
+cost_ms * core_share of CPU time, measured on the thread clock, then the worker sleeps until the tuple's
+deadline, so CPU used / wall time stays at the cap over every service period (every `MIN_SLEEP_S` or so for
+tiny tuples, whose sleeps are pooled) and the wall time per tuple is cost_ms / c.
+
+Lateness: a worker may run late (a sleep that overshoots, a burn that got less than a full core). It catches up
+at most `SLACK_S` of its own lateness by skipping sleeps, and never takes credit for time it sat idle between
+batches. On an oversubscribed machine a cpu worker gets less than its share: its burns take longer than their
+CPU time, lateness beyond the slack is lost, and its measured capacity drops below the configured one. That is
+real and is reported (`measured_capacity`, and `cpu_availability` and `lost_s` in `stats`), not hidden.
+
+Where the kernel can enforce a cap itself (root, a writable cgroup cpu controller), `apply_cgroup_quota` puts a
+worker process under a real CPU quota, the way cpulimit capped the paper's executors.
+
+Not thread-safe: one emulator per worker, called from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import time
+
+import numpy as np
+
+from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota
+from topo.work_cpu import Burner
+
+__all__ = ["MIN_SLEEP_S", "MODES", "SLACK_S", "ServiceEmulator", "apply_cgroup_quota", "cgroup_quota_possible",
+           "release_cgroup_quota"]
+
+MODES = ("sleep", "cpu")
+# how much of its own lateness a worker may catch up: a few sleep overshoots, not a burst that breaks the cap
+SLACK_S = 0.001
+# shortest sleep a cpu worker takes between tuples: a sleep costs tens of microseconds of CPU itself
+MIN_SLEEP_S = 0.0002
+
+
+def _positive(name: str, value: float) -> float:
+    """`value` as a float if it is positive and finite, else a one-line ValueError naming it."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {value!r}") from None
+    if not (number > 0 and math.isfinite(number)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return number
+
+
+def _sleep_until(deadline: float) -> float:
+    """Sleep until the perf_counter clock reaches `deadline`; return the clock on waking."""
+    now = time.perf_counter()
+    while now < deadline:
+        time.sleep(deadline - now)
+        now = time.perf_counter()
+    return now
+
+
+class ServiceEmulator:
+    """One worker's server: serves tuples one after another at cost_ms / capacity each, by sleeping or capped CPU."""
+
+    def __init__(self, mode: str, cost_ms: float, capacity: float, core_share: float = 0.4) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        try:
+            cost = float(cost_ms)
+        except (TypeError, ValueError):
+            raise ValueError(f"cost_ms must be a number of milliseconds >= 0, got {cost_ms!r}") from None
+        if not (cost >= 0 and math.isfinite(cost)):
+            raise ValueError(f"cost_ms must be a finite number of milliseconds >= 0, got {cost_ms!r}")
+        share = _positive("core_share", core_share)
+        if share > 1:
+            raise ValueError(f"core_share is a share of one core, so at most 1, got {core_share!r}")
+        self.mode = mode
+        self.cost_ms = cost
+        self.core_share = share
+        # wall-clock seconds = perf_counter + epoch: the precision of perf_counter, on time.time()'s scale
+        self._epoch = time.time() - time.perf_counter()
+        self._burner = Burner() if mode == "cpu" and cost > 0 else None
+        self._deadline = 0.0  # the running deadline: when the last tuple was due (perf_counter seconds)
+        self._returned = 0.0  # when the last batch returned, to tell own lateness from idle time
+        self._busy_until = 0.0  # the last finish time, so overlapping busy intervals count once
+        self._tuples = 0
+        self._busy_s = 0.0
+        self._cpu_s = 0.0
+        self._burn_cpu_s = 0.0
+        self._burn_wall_s = 0.0
+        self._lost_s = 0.0  # lateness beyond the slack: time the machine did not give this worker
+        self._cpu_carry = 0.0  # CPU spent past the last target, taken from the next tuple's budget
+        self.set_capacity(capacity)
+
+    @property
+    def capacity(self) -> float:
+        """The configured relative capacity."""
+        return self._capacity
+
+    @property
+    def service_s(self) -> float:
+        """Wall seconds one tuple takes at the configured capacity."""
+        return self._service_s
+
+    def set_capacity(self, capacity: float) -> None:
+        """Change the capacity; tuples served from now on take cost_ms / capacity each."""
+        value = _positive("capacity", capacity)
+        if self.mode == "cpu" and value * self.core_share > 1:
+            raise ValueError(f"cpu mode: capacity {value:g} x core_share {self.core_share:g} asks for "
+                             f"{value * self.core_share:g} cores, but one worker burns on one core (at most 1)")
+        self._capacity = value
+        self._service_s = self.cost_ms / 1000.0 / value
+        self._budget_s = self.cost_ms / 1000.0 * self.core_share
+
+    def serve(self, n: int) -> np.ndarray:
+        """Serve `n` tuples one after another and return each one's finish time (time.time() seconds)."""
+        try:
+            count = operator.index(n)
+        except TypeError:
+            raise ValueError(f"n must be a whole number of tuples, got {n!r}") from None
+        if count < 0:
+            raise ValueError(f"n must be >= 0, got {count}")
+        if count == 0:
+            return np.empty(0)
+        if self.cost_ms == 0:
+            self._tuples += count
+            return np.full(count, time.time())
+        called = time.perf_counter()
+        cpu_before = time.thread_time()
+        start = self._start(called)
+        if self._burner is None:
+            finish = self._wait(count, start, called)
+        else:
+            finish = self._burn(count, start, cpu_before)
+        self._tuples += count
+        self._cpu_s += time.thread_time() - cpu_before
+        returned = time.perf_counter()
+        # lateness at return beyond what the next batch may catch up is lost, and counts as busy time
+        self._lost_s += max(returned - SLACK_S - self._deadline, 0.0)
+        end = max(finish[-1], returned - SLACK_S)
+        # busy = the union of service intervals: a batch that catches up overlaps the previous one's tail
+        self._busy_s += end - max(start, self._busy_until)
+        self._busy_until = end
+        self._returned = returned
+        return finish + self._epoch
+
+    def _start(self, now: float) -> float:
+        """When the next tuple's service starts: right after the last deadline if the worker was only a bit late."""
+        # lateness when the last batch returned is the worker's own (overshoot, preemption); idle time is not
+        late = max(self._returned - self._deadline, 0.0)
+        return max(self._deadline, now - min(late, SLACK_S))
+
+    def _wait(self, count: int, start: float, called: float) -> np.ndarray:
+        """Sleep mode: finish times are the running deadlines, reached by one sleep until the last of them."""
+        deadlines = start + self._service_s * np.arange(1, count + 1)
+        _sleep_until(deadlines[-1])
+        self._deadline = deadlines[-1]
+        # a tuple cannot finish before it was handed over, even while the worker catches up
+        return np.maximum(deadlines, called)
+
+    def _burn(self, count: int, start: float, cpu_before: float) -> np.ndarray:
+        """Cpu mode: each tuple burns its CPU budget, then the worker sleeps to its deadline so the cap holds."""
+        burner, service, budget = self._burner, self._service_s, self._budget_s
+        assert burner is not None
+        finish = np.empty(count)
+        # a running CPU target: the emulator's own overhead (sleeps cost CPU too) counts against the budget
+        cpu_target = cpu_before - self._cpu_carry
+        deadline = start
+        last = count - 1
+        for i in range(count):
+            deadline = start + service
+            cpu_target += budget
+            began = time.perf_counter()
+            self._burn_cpu_s += burner.burn_until(cpu_target)
+            now = time.perf_counter()
+            self._burn_wall_s += now - began
+            if now < deadline:
+                finish[i] = deadline
+                # short sleeps cost about as much CPU as they save, so tiny tuples sleep a few at a time
+                if i == last or deadline - now > MIN_SLEEP_S:
+                    now = _sleep_until(deadline)
+            else:
+                finish[i] = now
+            if now - SLACK_S > deadline and i < last:
+                self._lost_s += now - SLACK_S - deadline
+                start = now - SLACK_S
+            else:
+                start = deadline
+        self._deadline = deadline
+        self._cpu_carry = min(max(time.thread_time() - cpu_target, 0.0), budget)
+        return finish
+
+    def measured_capacity(self) -> float:
+        """Capacity implied by the wall time per tuple measured so far (the configured one before any is)."""
+        if self._busy_s <= 0 or self.cost_ms == 0:
+            return self._capacity
+        return self.cost_ms * self._tuples / (self._busy_s * 1000.0)
+
+    def busy_seconds(self) -> float:
+        """Wall seconds spent serving so far."""
+        return self._busy_s
+
+    def stats(self) -> dict:
+        """Counters and measurements of this worker's server, ready for a run summary."""
+        return {
+            "mode": self.mode,
+            "capacity": self._capacity,
+            "cost_ms": self.cost_ms,
+            "core_share": self.core_share,
+            # the share of one core this worker may use; a sleeping worker uses none
+            "share": self._capacity * self.core_share if self.mode == "cpu" else 0.0,
+            "tuples": self._tuples,
+            "busy_s": self._busy_s,
+            "cpu_s": self._cpu_s,
+            "measured_capacity": self.measured_capacity(),
+            "lost_s": self._lost_s,
+            "cpu_per_tuple_ms": 1000.0 * self._cpu_s / self._tuples if self._tuples else 0.0,
+            # CPU got / wall time while burning: 1.0 on an idle machine, lower when the machine is oversubscribed
+            "cpu_availability": self._burn_cpu_s / self._burn_wall_s if self._burn_wall_s > 0 else 1.0,
+        }
