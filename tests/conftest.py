@@ -1,0 +1,15 @@
+"""One local Ray instance for the whole test session, for the tests that need Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray with two CPUs and no dashboard, shut down when the session ends."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield ray
+    ray.shutdown()

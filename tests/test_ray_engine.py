@@ -1,0 +1,209 @@
+"""The Ray engine: exactness, the simulator's summary keys, acks to their sender only, flow control, measured
+capacity, a worker killed mid-run, controller strategies, and clear errors. Runs are small (one shared Ray)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from groupings.hashing import hash_keys
+from topo.ray_engine import run_ray
+from topo.ray_engine.aggregator import Aggregator
+from topo.ray_engine.controller import SourceStatistics, install_replica, replica
+from topo.ray_engine.driver import check_supported, parse_chaos
+from topo.ray_engine.protocol import Flush, batch_log, concat_logs
+from topo.ray_engine.worker import WindowMeter
+from topo.schedule import Change
+from topo.sim import StreamArrays, simulate
+from topo.spec import SpecError, TopologySpec
+
+
+def zipf_stream(messages: int, keys: int = 2000, z: float = 1.2, seed: int = 3) -> StreamArrays:
+    """A skewed stream of `messages` over at most `keys` distinct keys."""
+    rng = np.random.default_rng(seed)
+    ranks = np.minimum(rng.zipf(z, messages), keys) - 1
+    return StreamArrays(hash_keys(np.array([f"k{i}" for i in range(keys)], dtype=object))[ranks])
+
+
+def check_run(summary: dict, spec: TopologySpec) -> None:
+    """What every Ray run must show: exact, nothing lost or doubled, windows never over max_pending."""
+    assert summary["engine"] == "ray"
+    assert summary["exact"] is True
+    assert summary["tuples_processed"] == summary["tuples_in"]
+    facts = summary["ray"]
+    assert facts["max_in_flight"] <= spec.max_pending
+    assert facts["foreign_acks"] == 0
+    # every call answered once, to its sender: an ack, or an actor error that made the source replay
+    assert facts["acks"] + facts["failures"] == facts["sub_batches"] + facts["replays"]
+    if not facts["chaos"]:
+        assert facts["acks_per_source"] == facts["sub_batches_per_source"]
+    assert facts["flushes"]["duplicate"] == 0
+
+
+# --- without Ray
+
+
+def test_aggregator_merges_each_batch_once_and_fences_old_incarnations():
+    agg = Aggregator("wordcount", workers=1, sources=2)
+    first = agg.register(0, pid=1, node={})
+    log = batch_log(np.arange(3), 0, np.zeros(3), 0.0, 0.0, np.ones(3))
+
+    def flush(incarnation, pairs, keys):
+        state = agg.op.update(agg.op.empty(), np.asarray(keys, np.uint64))
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
+        return agg.flush(Flush(0, incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state, log))
+
+    assert flush(first, [(0, 0), (1, 0)], [5, 5])
+    second = agg.register(0, pid=2, node={})
+    assert not flush(first, [(0, 1)], [7])  # a late flush of the crashed incarnation
+    assert not flush(second, [(0, 0), (0, 2)], [5])  # batch (0, 0) is merged already: nothing of it is taken
+    assert flush(second, [(0, 2)], [9])
+    assert agg.committed(0, [0, 1, 2]) == [0, 2]
+    state, merged_log, stats = agg.result()
+    assert agg.op.count_of(state, np.array([5, 7, 9], np.uint64)).tolist() == [2, 0, 1]
+    assert stats["stale"] == 1 and stats["duplicate"] == 1 and stats["flushes"] == 2
+    assert len(merged_log["seq"]) == 6 and set(merged_log["worker"].tolist()) == {0}
+
+
+def test_batch_log_serves_tuples_one_after_another():
+    log = batch_log(np.array([4, 9]), 1, np.array([0.5, 0.6]), 1.0, 2.0, np.array([2.5, 3.0]))
+    assert log["start_s"].tolist() == [2.0, 2.5]
+    assert log["source"].tolist() == [1, 1] and log["enqueue_s"].tolist() == [1.0, 1.0]
+    assert len(concat_logs([])["seq"]) == 0
+
+
+def test_window_meter_counts_the_last_window():
+    meter = WindowMeter(0.1, now=0.0)
+    meter.mark(0.05, arrived=10, busy_s=0.01, served=5)
+    meter.mark(0.20, arrived=30, busy_s=0.05, served=20)
+    span, arrived, busy, served = meter.since(0.25, 40, 0.08, 30)
+    assert (span, arrived, served) == pytest.approx((0.2, 30, 25))
+    assert busy == pytest.approx(0.07)
+
+
+def test_controller_replica_round_trip():
+    import pickle
+
+    import groupings
+
+    for name in ("gedik", "albic"):
+        master = groupings.make_controller(name, 3, seed=0)
+        source_side = groupings.make(name, workers=3, seed=1, controller=groupings.make_controller(name, 3, seed=0))
+        source_side.route(np.arange(1, 5000, dtype=np.uint64) * np.uint64(2654435761), 0.0)
+        snap = pickle.loads(pickle.dumps(SourceStatistics.of(source_side, np.empty(0, np.uint64))))
+        master.sources = [snap]
+        new = install_replica(source_side, pickle.loads(pickle.dumps(replica(master))))
+        assert source_side.controller is new and new.sources == [source_side]
+        assert master.sources == [snap]  # the copy shipped never carries the statistics
+
+
+def test_chaos_and_unsupported_options_are_one_line_errors():
+    assert parse_chaos(["kill-worker:1@2.5"], 2) == [("kill-worker", 1, 2.5)]
+    for bad in (["kill-worker:5@1"], ["explode:0@1"], ["kill-worker:x"]):
+        with pytest.raises(SpecError):
+            parse_chaos(bad, 2)
+    with pytest.raises(SpecError, match="not supported on --engine ray"):
+        check_supported(TopologySpec(scale_schedule=(Change(1.0, "seconds", 3),)))
+    with pytest.raises(SpecError, match="not supported on --engine ray"):
+        check_supported(TopologySpec(capacity_schedule=(Change(100.0, "messages", (1.0,) * 4),)))
+    with pytest.raises(SpecError, match="more than one core"):
+        check_supported(TopologySpec(capacities=(1.0, 1.0, 1.0, 3.0)), work="cpu")
+    with pytest.raises(SpecError, match="--work"):
+        check_supported(TopologySpec(), work="spin")
+
+
+# --- with Ray
+
+
+@pytest.mark.parametrize("grouping", ["kg", "pkg", "fish"])
+def test_small_runs_are_exact_with_the_simulators_keys(ray_session, grouping):
+    spec = TopologySpec(grouping=grouping, workers=2, sources=2, cost_ms=0.0, batch_size=400, max_pending=4)
+    stream = zipf_stream(8000)
+    result = run_ray(spec, stream)
+    summary = result.summary
+    check_run(summary, spec)
+    assert summary["tuples_in"] == 8000
+    sim = simulate(spec, stream).summary
+    assert set(summary) - {"ray"} == set(sim) - {"sim"}
+    assert {k for row in sim["per_worker"] for k in row} <= {k for row in summary["per_worker"] for k in row}
+    assert summary["distinct_keys"] == sim["distinct_keys"]
+    assert len(result.latency) == 8000 and result.timeseries.num_rows > 0
+    assert sorted(result.log.seq.tolist()) == list(range(8000))
+
+
+def test_cg_signals_reach_only_the_source_they_were_addressed_to(ray_session):
+    # an uneven, loaded pair of workers makes CG's delegation talk; each source hears only its own acks
+    spec = TopologySpec(grouping="cg", workers=2, sources=2, capacities=(1.0, 0.25), cost_ms=0.1, batch_size=100,
+                        max_pending=4, params={"t0": 0.02})
+    stream = zipf_stream(6000)
+    summary = run_ray(spec, stream).summary
+    check_run(summary, spec)
+    facts = summary["ray"]
+    received = [s["increase"] + s["decrease"] for s in summary["grouping_stats"]]
+    assert sum(received) > 0
+    assert facts["signals_sent_to_source"] == facts["signals_received_per_source"] == received
+    assert sum(summary["signals"].values()) == sum(received)
+    sim = simulate(spec, stream).summary
+    assert set(summary) - {"ray"} == set(sim) - {"sim"}
+
+
+@pytest.fixture(scope="module", params=["sleep", "cpu"])
+def overload(request, ray_session):
+    """Input at 3x the workers' capacity, windows of 2 batches, 2 ms per tuple at capacity 1 and 0.5."""
+    spec = TopologySpec(grouping="sg", workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=2.0, rate=2250.0,
+                        batch_size=20, max_pending=2)
+    return spec, run_ray(spec, zipf_stream(600), work=request.param).summary
+
+
+def test_flow_control_bounds_batches_in_flight_under_overload(overload):
+    spec, summary = overload
+    check_run(summary, spec)
+    assert summary["ray"]["max_in_flight"] == spec.max_pending  # the window filled and held
+    assert all(max(pair) <= spec.max_pending for pair in summary["ray"]["max_in_flight_per_pair"])
+    # a worker never holds more than its sources may have in flight
+    assert summary["queue_max"] <= spec.sources * spec.max_pending * spec.batch_size
+
+
+def test_measured_capacity_matches_the_configured_one(overload):
+    spec, summary = overload
+    for row in summary["per_worker"]:
+        assert row["measured_capacity"] == pytest.approx(row["capacity"], rel=0.10)
+        assert row["node"]["ip"] and row["node"]["node_id"]
+
+
+def test_a_worker_killed_mid_run_loses_nothing(ray_session):
+    spec = TopologySpec(grouping="pkg", workers=2, sources=2, cost_ms=0.05, rate=10000.0, batch_size=200,
+                        aggregate_every_s=0.3)
+    summary = run_ray(spec, zipf_stream(20000), chaos=(("kill-worker", 1, 0.8),)).summary
+    check_run(summary, spec)
+    facts = summary["ray"]
+    [event] = facts["chaos"]
+    assert event["worker"] == 1 and event["pid"] > 0 and "skipped" not in event
+    assert facts["incarnations"][1] == 2
+    assert facts["replays"] >= 1 and facts["recoveries"] >= 1
+    assert summary["per_worker"][1]["incarnations"] == 2
+
+
+@pytest.mark.parametrize("grouping", ["gedik", "albic"])
+def test_controller_strategies_push_versions_to_every_source(ray_session, grouping):
+    params = {"period": 0.25, **({"window": 2000} if grouping == "gedik" else {})}
+    spec = TopologySpec(grouping=grouping, workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=0.05, rate=15000.0,
+                        batch_size=200, params=params)
+    stream = zipf_stream(20000)
+    summary = run_ray(spec, stream).summary
+    check_run(summary, spec)
+    assert set(summary) - {"ray"} == set(simulate(spec, stream).summary) - {"sim"}
+    version = summary["controller"]["version"]
+    assert version >= 1 and summary["ray"]["controller_pushes"] == version
+    assert all(stats["version"] == version for stats in summary["grouping_stats"])
+    assert "repartitions" in summary and summary["migrated_keys"] >= 0
+
+
+def test_a_placement_no_node_offers_fails_fast(ray_session):
+    spec = TopologySpec(grouping="kg", workers=2, sources=1)
+    started = time.perf_counter()
+    with pytest.raises(SpecError, match="no_such_resource"):
+        run_ray(spec, zipf_stream(100), placement=("no_such_resource", "no_such_resource"))
+    assert time.perf_counter() - started < 30

@@ -1,0 +1,155 @@
+"""Strategies with a shared partitioning function (gedik, albic) on Ray: a controller actor and source replicas.
+
+Every source routes with a replica of the run's controller, attached to its own grouping. Each period the
+controller actor pulls from every source a `SourceStatistics` snapshot (gedik: the source's lossy counter;
+albic: its per-key-group counts and sketch; both: the keys routed since), stands the snapshots in for the
+sources' groupings, asks the workers for their counters (a `WorkerReport`), and steps the real controller.
+When that installs a new version it pushes a copy to every source, which swaps it in before its next batch,
+and pauses the workers whose keys moved for `migration_ms_per_key` per key (the simulator's migration model).
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+import groupings
+from groupings.control import MigrationLog
+from groupings.feedback import WorkerReport
+from topo.spec import TopologySpec
+
+CALL_TIMEOUT_S = 10.0
+
+
+class SourceStatistics:
+    """A snapshot of one source's grouping statistics, standing in for that grouping at the controller."""
+
+    def __init__(self, counter: Any, counts: np.ndarray | None, sketch: np.ndarray | None, keys: np.ndarray) -> None:
+        self.counter = counter  # gedik: the source's sliding lossy counter
+        self.counts = counts  # albic: tuples per key group since the last snapshot
+        self.sketch = sketch  # albic: distinct-key sketch per key group
+        self.keys = keys  # distinct keys routed since the last snapshot
+
+    @classmethod
+    def of(cls, grouping: Any, keys: np.ndarray) -> SourceStatistics:
+        """Copy what a controller reads from `grouping` (counts since the last snapshot restart at zero)."""
+        counter = getattr(grouping, "counter", None)
+        counts = grouping.take_counts() if hasattr(grouping, "take_counts") else None
+        sketch = getattr(grouping, "sketch", None)
+        return cls(copy.deepcopy(counter), counts, None if sketch is None else sketch.copy(), keys)
+
+    def take_counts(self) -> np.ndarray:
+        """The counts of the snapshot, once (as a grouping's `take_counts`)."""
+        counts, self.counts = self.counts, np.zeros_like(self.counts)
+        return counts
+
+
+def replica(controller: Any) -> Any:
+    """A copy of the controller to ship to the sources, without the statistics it was stepped with."""
+    out = copy.copy(controller)
+    out.sources = []
+    return out
+
+
+def install_replica(grouping: Any, new: Any) -> Any:
+    """Make `grouping` route with controller `new` (a copy of the run's controller) and attach it."""
+    new.sources = [grouping]
+    grouping.controller = new
+    counter = getattr(grouping, "counter", None)
+    if counter is not None and hasattr(new, "eps"):
+        counter.set_eps(new.eps())  # gedik: the counters follow the error target of the active channels
+    return new
+
+
+class ControlLoop:
+    """The run's controller as an actor: steps every period and pushes each new version to the sources."""
+
+    def __init__(self, spec: TopologySpec, sources: list, workers: list) -> None:
+        self.spec = spec
+        self.sources = sources
+        self.workers = workers
+        self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
+        self.migrations = MigrationLog()
+        self._seen = np.empty(0, np.uint64)  # distinct keys routed so far: the ones that may have state to move
+        n = len(workers)
+        self._done = np.zeros(n, np.int64)
+        self._busy = np.zeros(n)
+        self._stop = threading.Event()
+        self.steps = 0
+        self.pushes = 0
+
+    def run(self, t0: float) -> dict:
+        """Step every period from `t0` until `stop`; the controller's facts."""
+        period = self.controller.period_s
+        due = t0 + period
+        while not self._stop.wait(max(0.0, due - time.time())):
+            self._step(time.time() - t0)
+            due = max(due + period, time.time())
+        return self.report()
+
+    def stop(self) -> None:
+        """End the loop after the current step."""
+        self._stop.set()
+
+    def _step(self, now: float) -> None:
+        ctl = self.controller
+        snapshots = [pickle.loads(b) for b in ray.get([s.statistics.remote() for s in self.sources])]
+        for snap in snapshots:
+            if snap.keys.size:
+                self._seen = np.union1d(self._seen, snap.keys)
+        ctl.sources = snapshots
+        report = self._worker_report(now)
+        before = ctl.version
+        self.steps += 1
+        if ctl.step(report) and ctl.version != before:
+            blob = pickle.dumps(replica(ctl))
+            ray.get([s.install.remote(blob) for s in self.sources])
+            self.pushes += 1
+            self._migrate(before, now)
+
+    def _worker_report(self, now: float) -> WorkerReport:
+        """Tuples and busy seconds of each worker over the period, and its queue now."""
+        n = len(self.workers)
+        done, busy, queue = self._done.copy(), self._busy.copy(), np.zeros(n)
+        for w, ref in enumerate([worker.counters.remote() for worker in self.workers]):
+            try:
+                done[w], busy[w], queue[w] = ray.get(ref, timeout=CALL_TIMEOUT_S)
+            except (RayActorError, GetTimeoutError):
+                pass  # a worker restarting reports nothing this period
+        # a restarted worker counts from zero again
+        tuples = np.where(done >= self._done, done - self._done, done)
+        busy_s = np.where(busy >= self._busy, busy - self._busy, busy)
+        self._done, self._busy = done, busy
+        return WorkerReport(tuples=tuples, busy_s=busy_s, queue_len=queue, active=np.ones(n, bool),
+                            period_s=self.controller.period_s, now=now)
+
+    def _migrate(self, old_version: int, now: float) -> None:
+        """Pause both ends of every key seen so far whose owner changed, per key moved."""
+        ctl, n = self.controller, len(self.workers)
+        old = np.asarray(ctl.lookup(self._seen, old_version))
+        new = np.asarray(ctl.lookup(self._seen, ctl.version))
+        moved = old != new
+        count = int(moved.sum())
+        row = {"at_s": now, "version": ctl.version, "keys": count, "pause_s": 0.0}
+        if count:
+            per_worker = np.bincount(old[moved], minlength=n) + np.bincount(new[moved], minlength=n)
+            per_key_s = self.spec.migration_ms_per_key / 1e3
+            for w in np.flatnonzero(per_worker[:n]).tolist():
+                self.workers[w].pause.remote(per_key_s * float(per_worker[w]))
+            row["pause_s"] = per_key_s * float(per_worker.sum())
+            self.migrations.migrations += 1
+            self.migrations.migrated_keys += count
+            self.migrations.pause_s += row["pause_s"]
+        self.migrations.events.append(row)
+
+    def report(self) -> dict:
+        """The controller's stats, its migrations, and how often it stepped and pushed a version."""
+        return {"controller": self.controller.stats(), "migrations": self.migrations, "steps": self.steps,
+                "pushes": self.pushes}

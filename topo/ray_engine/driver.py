@@ -1,0 +1,242 @@
+"""One run on Ray: connect, place the actors, start them together, inject chaos, collect, tear down."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+import groupings
+from topo.metrics import RunResult
+from topo.ray_engine.aggregator import Aggregator
+from topo.ray_engine.controller import ControlLoop
+from topo.ray_engine.outputs import Collected, build_result
+from topo.ray_engine.source import Source
+from topo.ray_engine.worker import DEFAULT_FLUSH_S, Worker
+from topo.schedule import MESSAGES
+from topo.sim import arrival_times
+from topo.spec import SpecError, TopologySpec
+
+START_TIMEOUT_S = 60.0  # actors that cannot be placed within this fail the run instead of hanging it
+START_LEAD_S = 0.2  # sources start together this long after they are told to
+POLL_S = 0.2  # progress and chaos checks
+PLACEMENT_SHARE = 0.01  # how much of a placement resource a worker asks for (many workers fit one node)
+KILL_WORKER = "kill-worker"
+WORK_MODES = ("sleep", "cpu")
+DEFAULT_CORE_SHARE = 0.4  # share of a core a capacity-1.0 worker burns in cpu mode, when the spec sets none
+
+_REMOTE: dict = {}  # actor classes made remote once per process
+
+
+def parse_chaos(chaos, workers: int) -> list[tuple[str, int, float]]:
+    """Chaos events as (action, worker, at seconds), from tuples or `kill-worker:ID@SECONDS` strings."""
+    out = []
+    for item in chaos:
+        if isinstance(item, str):
+            action, _, rest = item.partition(":")
+            target, _, at = rest.partition("@")
+            try:
+                item = (action, int(target), float(at))
+            except ValueError:
+                raise SpecError(f"--chaos {item}: expected kill-worker:ID@SECONDS") from None
+        action, target, at = item
+        if action != KILL_WORKER or not 0 <= int(target) < workers or not float(at) >= 0:
+            raise SpecError(f"--chaos {action}:{target}@{at}: expected kill-worker:ID@SECONDS with ID < {workers}")
+        out.append((action, int(target), float(at)))
+    return sorted(out, key=lambda e: e[2])
+
+
+def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
+    """One SpecError line for what this engine does not run (yet), before any actor starts."""
+    if work not in WORK_MODES:
+        raise SpecError(f"--work must be one of {', '.join(WORK_MODES)} (got {work!r})")
+    if work == "cpu":
+        share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
+        for caps in [spec.capacity_list, *(c.value for c in spec.capacity_schedule)]:
+            for w, c in enumerate(caps):
+                if c * share > 1:
+                    raise SpecError(f"--work cpu: worker {w} at capacity {c:g} x --core-share {share:g} would need "
+                                    "more than one core; lower --core-share")
+    if spec.scale_schedule:
+        raise SpecError("--scale-schedule is not supported on --engine ray yet; use --engine sim")
+    if any(change.unit == MESSAGES for change in spec.capacity_schedule):
+        raise SpecError("--capacity-schedule by message count is not supported on --engine ray yet; give times (2.5s)")
+
+
+def connect(address: str | None) -> bool:
+    """Join the cluster at `address`, or start a local Ray; True if this call started or joined it."""
+    if ray.is_initialized():
+        return False
+    quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+    if address:
+        ray.init(address=address, **quiet)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, **quiet)
+    return True
+
+
+def check_placement(placement) -> None:
+    """Every placement resource must exist somewhere in the cluster."""
+    if placement is None:
+        return
+    offered = ray.cluster_resources()
+    missing = sorted({name for name in placement if offered.get(name, 0) < PLACEMENT_SHARE})
+    if missing:
+        raise SpecError(f"--placement: no node of the Ray cluster offers resource {', '.join(map(repr, missing))}")
+
+
+class Run:
+    """The actors of one run and the driver's side of it."""
+
+    def __init__(self, spec: TopologySpec, stream, work: str, placement) -> None:
+        self.spec = spec
+        n, s = spec.max_workers, spec.sources
+        core_share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
+        self.actors: list = []
+        aggregator = f"aggregator-{uuid.uuid4().hex}"  # workers look it up by name, also after a restart
+        self.aggregator = self._spawn(Aggregator, {"name": aggregator}, spec.operator, n, s)
+        self.workers = []
+        for w in range(n):
+            options = {"max_restarts": -1, "max_task_retries": 0}
+            if placement is not None:
+                options["resources"] = {placement[w]: PLACEMENT_SHARE}
+            self.workers.append(self._spawn(Worker, options, w, spec, aggregator, work, core_share))
+        key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
+        arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))
+        values = getattr(stream, "values", None)
+        self.sources = [
+            self._spawn(
+                Source, {"max_concurrency": 4}, i, spec, self.workers, self.aggregator, key_hash[i::s].copy(),
+                None if arrivals is None else arrivals[i::s].copy(),
+                None if values is None else np.asarray(values)[i::s].copy())
+            for i in range(s)
+        ]
+        self.control = None
+        if groupings.describe(spec.grouping)["controller"]:
+            self.control = self._spawn(ControlLoop, {"max_concurrency": 2}, spec, self.sources, self.workers)
+
+    def _spawn(self, cls, options: dict, *args):
+        """Start an actor that asks Ray for no CPU (the emulator's duty cycle governs CPU use)."""
+        if cls not in _REMOTE:
+            _REMOTE[cls] = ray.remote(cls)
+        handle = _REMOTE[cls].options(num_cpus=0, **options).remote(*args)
+        self.actors.append(handle)
+        return handle
+
+    def wait_ready(self) -> None:
+        """Block until every actor is up, or fail with one line when they cannot be placed in time."""
+        checks = [w.hello.remote(-1, []) for w in self.workers] + [s.ready.remote() for s in self.sources]
+        ready, _ = ray.wait(checks, num_returns=len(checks), timeout=START_TIMEOUT_S)
+        if len(ready) < len(checks):
+            raise SpecError(f"the Ray cluster could not start all {len(self.workers)} workers and "
+                            f"{len(self.sources)} sources within {START_TIMEOUT_S:g} s (resources, --placement?)")
+        ray.get(checks)
+
+    def kill(self, worker: int) -> dict:
+        """Kill a worker's process for real (SIGKILL); Ray restarts the actor."""
+        handle = self.workers[worker]
+        event = {"action": KILL_WORKER, "worker": worker}
+        try:
+            pid = ray.get(handle.pid.remote(), timeout=10.0)
+            report = ray.get(handle.report.remote(), timeout=10.0)
+        except (RayActorError, GetTimeoutError) as exc:
+            return {**event, "error": type(exc).__name__}
+        event.update(pid=pid, incarnation=report["incarnation"], node=report["node"])
+        if report["node"]["ip"] == ray.util.get_node_ip_address():
+            os.kill(pid, signal.SIGKILL)
+            event["how"] = "SIGKILL from the driver"
+        else:
+            handle.kill_self.remote()
+            event["how"] = "SIGKILL by the actor itself (another node)"
+        return event
+
+    def teardown(self) -> None:
+        """Stop every actor of the run (workers for good: no restart)."""
+        for handle in self.actors:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # already gone is fine
+                pass
+
+
+def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None,
+            address: str | None = None, work: str = "sleep", chaos: tuple = (), placement=None) -> RunResult:
+    """Run the topology as Ray actors (sources, workers, aggregator, controller) over the stream.
+
+    address joins an existing cluster ("auto") instead of starting a local Ray; work is how a worker spends a
+    tuple's service time ("sleep" or "cpu"); chaos lists kill-worker events; placement names one custom
+    resource per worker to pin it to the nodes that offer it.
+    """
+    check_supported(spec, work)
+    events = parse_chaos(chaos, spec.max_workers)
+    if placement is not None and len(placement) != spec.max_workers:
+        raise SpecError(f"--placement names {len(placement)} resources for {spec.max_workers} workers")
+    started = connect(address)
+    setup = time.perf_counter()
+    run = None
+    try:
+        check_placement(placement)
+        run = Run(spec, stream, work, placement)
+        run.wait_ready()
+        setup_s = time.perf_counter() - setup
+        return _drive(spec, stream, run, events, progress, setup_s, address, work)
+    finally:
+        if run is not None:
+            run.teardown()
+        if started:
+            ray.shutdown()
+
+
+def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, work) -> RunResult:
+    clock = time.perf_counter()
+    t0 = time.time() + START_LEAD_S
+    control_ref = run.control.run.remote(t0) if run.control is not None else None
+    pending = [s.run.remote(t0) for s in run.sources]
+    capacity_history = [(0.0, tuple(spec.capacity_list))]
+    changes = sorted(spec.capacity_schedule, key=lambda c: c.at)
+    done_chaos: list[dict] = []
+    todo = list(events)
+    while True:
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
+        now = time.time() - t0
+        while todo and todo[0][2] <= now and len(ready) < len(pending):
+            _, worker, at = todo.pop(0)
+            done_chaos.append({**run.kill(worker), "at_s": at, "done_s": time.time() - t0})
+        while changes and changes[0].at <= now and len(ready) < len(pending):
+            change = changes.pop(0)
+            for w, handle in enumerate(run.workers):
+                handle.set_capacity.remote(float(change.value[w]))
+            capacity_history.append((now, tuple(float(c) for c in change.value)))
+        if progress is not None:
+            progress(int(sum(ray.get([s.progress.remote() for s in run.sources]))))
+        if len(ready) == len(pending):
+            break
+    for _, worker, at in todo:
+        done_chaos.append({"action": KILL_WORKER, "worker": worker, "at_s": at, "skipped": "the run was over"})
+    sources = ray.get(pending)
+    loop_s = time.perf_counter() - clock
+    control = None
+    if run.control is not None:
+        ray.get(run.control.stop.remote())
+        control = ray.get(control_ref)
+    workers = ray.get([w.report.remote() for w in run.workers])
+    state, log, agg = ray.get(run.aggregator.result.remote())
+    collected = Collected(
+        t0=t0, state=state, log=log, aggregator=agg, sources=sources, workers=workers, control=control,
+        chaos=done_chaos, capacity_history=capacity_history,
+        facts={"address": address or "local", "work": work,
+               "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S},
+    )
+    clock = time.perf_counter()
+    result = build_result(spec, stream, collected)
+    result.summary["wall_clock_s"] = {"setup": setup_s, "loop": loop_s, "metrics": time.perf_counter() - clock}
+    if progress is not None:
+        progress(result.summary["tuples_in"])
+    return result

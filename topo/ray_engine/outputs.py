@@ -1,0 +1,185 @@
+"""The outputs of a Ray run: the per-tuple log the aggregator collected, turned into the same summary, time
+series and latency table as the simulator's (same keys), plus what only a real run knows (under "ray")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+import operators
+from topo.metrics import RunResult, TupleLog, summarize, timelines, timeseries
+from topo.spec import TopologySpec
+
+
+@dataclass
+class Collected:
+    """Everything the driver gathered from the actors once the run was over."""
+
+    t0: float
+    state: object  # the aggregator's merged operator state
+    log: dict[str, np.ndarray]  # per tuple, absolute times
+    aggregator: dict  # flush counters and worker registrations
+    sources: list[dict]  # each source's report
+    workers: list[dict]  # each worker's final report (its last incarnation)
+    control: dict | None  # the controller actor's report, for strategies with one
+    chaos: list[dict]
+    capacity_history: list[tuple[float, tuple[float, ...]]]
+    facts: dict = field(default_factory=dict)  # address, work mode, flush period, wall clock
+
+
+def effective_capacities(history: list[tuple[float, tuple[float, ...]]], start: float, end: float) -> np.ndarray:
+    """Each worker's capacity averaged over [start, end] (capacities may change during the run)."""
+    if len(history) == 1 or not end > start:
+        return np.asarray(history[-1][1] if end <= start else history[0][1], dtype=float)
+    total = np.zeros(len(history[0][1]))
+    for (t0, caps), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
+        lo, hi = max(t0, start), min(t1, end)
+        if hi > lo:
+            total += np.asarray(caps) * (hi - lo)
+    return total / (end - start)
+
+
+def tuple_log(raw: dict[str, np.ndarray], t0: float) -> TupleLog:
+    """The log in seq order, times relative to the start of the run."""
+    order = np.argsort(raw["seq"], kind="stable")
+    rel = {name: raw[name][order] - t0 for name in ("arrival_s", "enqueue_s", "start_s", "finish_s")}
+    return TupleLog(seq=raw["seq"][order], source=raw["source"][order], worker=raw["worker"][order], **rel)
+
+
+def emitted_seqs(sources: list[dict], count: int) -> np.ndarray:
+    """The seq of every message the `count` sources emitted (source s emits s, s + count, ... in order)."""
+    parts = [s["index"] + count * np.arange(s["emitted"], dtype=np.int64) for s in sources]
+    return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
+def batches_table(sources: list[dict]) -> pa.Table:
+    """One row per sub-batch committed: source, batch id, worker, tuples, sent and acked (s), times sent."""
+    rows = [s["batches"] for s in sources]
+    data = np.concatenate(rows) if rows else np.empty((0, 6))
+    source = np.concatenate([np.full(len(r), s["index"]) for r, s in zip(rows, sources, strict=True)] or [[]])
+    return pa.table({
+        "source": pa.array(source.astype(np.int32)),
+        "batch_id": pa.array(data[:, 0].astype(np.int64)),
+        "worker": pa.array(data[:, 1].astype(np.int32)),
+        "size": pa.array(data[:, 2].astype(np.int32)),
+        "sent_s": pa.array(data[:, 3]),
+        "ack_s": pa.array(data[:, 4]),
+        "sends": pa.array(data[:, 5].astype(np.int32)),
+    })
+
+
+def _sum_counters(sources: list[dict]) -> dict:
+    keys = [k for k, v in sources[0]["counters"].items() if isinstance(v, int)]
+    out = {k: int(sum(s["counters"][k] for s in sources)) for k in keys}
+    out["signals_received"] = {k: int(sum(s["counters"]["signals"][k] for s in sources))
+                               for k in ("increase", "decrease")}
+    return out
+
+
+def _delegation(workers: list[dict]) -> dict:
+    """The workers' delegations, each of which only ever decided for its own index, as one."""
+    stats = [w["delegation"] for w in workers]
+    return {
+        "t0": stats[0]["t0"],
+        "idle_decisions": [s["idle_decisions"][w] for w, s in enumerate(stats)],
+        "busy_decisions": [s["busy_decisions"][w] for w, s in enumerate(stats)],
+        "deliveries": int(sum(s["deliveries"] for s in stats)),
+        "pending": [s["pending"][w] for w, s in enumerate(stats)],
+    }
+
+
+def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
+    """Summary, time series and per-tuple log of a finished Ray run."""
+    n = spec.max_workers
+    log = tuple_log(got.log, got.t0)
+    key_hash = np.asarray(stream.key_hash, dtype=np.uint64)
+    values = getattr(stream, "values", None)
+    op = operators.make(spec.operator)
+    sent = emitted_seqs(got.sources, spec.sources)
+    exact = op.equal(got.state, op.exact(key_hash[sent], None if values is None else np.asarray(values)[sent]))
+    per_worker_states = op.from_grouped(key_hash[log.seq], log.worker, n)
+    distinct = [int(op.distinct_keys(s)) for s in per_worker_states]
+    lines = timelines(log, n)
+    start = float(log.arrival_s.min()) if len(log) else 0.0
+    end = float(log.finish_s.max()) if len(log) else 0.0
+    totals = _sum_counters(got.sources)
+    in_flight = [s["max_in_flight"] for s in got.sources]
+    agg = got.aggregator
+    flush_period = got.facts.get("aggregate_every_s")
+    extra = {
+        "seed": spec.seed,
+        "params": dict(spec.params),
+        "stream": dict(getattr(stream, "meta", None) or {}),
+        "config": {
+            "cost_ms": spec.cost_ms,
+            "rate": spec.rate,
+            "duration": spec.duration,
+            "batch_size": spec.batch_size,
+            "linger_ms": spec.linger_ms,
+            "max_pending": spec.max_pending,
+            "net_delay_ms": spec.net_delay_ms,
+            "operator": spec.operator,
+            "initial_capacities": list(got.capacity_history[0][1]),
+            "capacity_schedule": [c.describe() for c in spec.capacity_schedule],
+            "scale_schedule": [c.describe() for c in spec.scale_schedule],
+        },
+        "migrations": 0,
+        "migrated_keys": 0,
+        "migration_pause_s": 0.0,
+        "capacity_changes": [{"at_s": t, "capacities": list(c)} for t, c in got.capacity_history[1:]],
+        "active_workers": [{"at_s": 0.0, "workers": spec.workers}],
+        "grouping_stats": [s["grouping_stats"] for s in got.sources],
+    }
+    if got.control is not None:
+        migrations = got.control["migrations"]
+        extra.update(migrations=migrations.migrations, migrated_keys=migrations.migrated_keys,
+                     migration_pause_s=migrations.pause_s, controller=got.control["controller"],
+                     repartitions=migrations.events)
+    if got.workers[0]["delegation"] is not None:
+        extra["signals"] = {k: int(sum(w["signals"][k] for w in got.workers)) for k in ("increase", "decrease")}
+        extra["delegation"] = _delegation(got.workers)
+    if spec.aggregate_every_s is not None:
+        flushes = agg["flushes"]
+        extra["aggregation"] = {"period_s": spec.aggregate_every_s, "flushes": flushes,
+                                "keys_flushed": agg["keys_flushed"],
+                                "keys_per_flush": agg["keys_flushed"] / flushes if flushes else 0.0}
+    incarnations = [sum(1 for r in agg["registrations"] if r["worker"] == w) for w in range(n)]
+    extra["ray"] = {
+        **got.facts,
+        **totals,
+        "max_in_flight": max((max(m) for m in in_flight), default=0),
+        "max_in_flight_per_pair": in_flight,  # [source][worker]: never above max_pending
+        "acks_per_source": [s["counters"]["acks"] for s in got.sources],
+        "sub_batches_per_source": [s["counters"]["sub_batches"] for s in got.sources],
+        # signals the workers addressed to each source (this incarnation of each worker), and those it received
+        "signals_sent_to_source": [int(v) for v in np.sum([w["signals_to"] for w in got.workers], axis=0)],
+        "signals_received_per_source": [sum(s["counters"]["signals"].values()) for s in got.sources],
+        "chaos": got.chaos,
+        "incarnations": incarnations,
+        "flushes": {"merged": agg["flushes"], "stale": agg["stale"], "duplicate": agg["duplicate"],
+                    "keys_flushed": agg["keys_flushed"], "period_s": flush_period},
+        "controller_steps": None if got.control is None else got.control["steps"],
+        "controller_pushes": None if got.control is None else got.control["pushes"],
+        "emulators": [w["emulator"] for w in got.workers],
+    }
+    summary = summarize(
+        log,
+        grouping=spec.grouping,
+        engine="ray",
+        capacities=effective_capacities(got.capacity_history, start, end).tolist(),
+        sources=spec.sources,
+        tuples_in=int(sent.size),
+        distinct_keys=distinct,
+        keys_total=int(op.distinct_keys(got.state)),
+        exact=exact,
+        extra=extra,
+        worker_timelines=lines,
+    )
+    for row, report in zip(summary["per_worker"], got.workers, strict=True):
+        row["measured_capacity"] = float(report["measured_capacity"]) if spec.cost_ms > 0 else None
+        row["node"] = dict(report["node"])
+        row["incarnations"] = incarnations[row["id"]]
+    series = timeseries(log, n, spec.sample_interval_s, worker_timelines=lines)
+    return RunResult(summary, series, log, extras={"batches": batches_table(got.sources)})

@@ -1,0 +1,276 @@
+"""A worker actor: a FIFO input queue, one server thread running the operator at the emulated capacity, acks
+that piggyback the worker's load and its delegation signal, and periodic flushes of its partial state.
+
+The actor's event loop only accepts batches (so the queue keeps filling while a batch is served); the server
+thread takes them in order, serves them with the `ServiceEmulator`, updates the operator state and logs every
+tuple, and answers the batch with an `Ack` for its source alone. A flusher thread ships the state delta, the
+batches it covers and their tuple log to the aggregator every period; an ack lists the batches of its source
+merged since the previous ack, so the source can forget them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import ray
+
+import groupings
+import operators
+from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs
+from topo.spec import TopologySpec
+from topo.work import ServiceEmulator
+
+DEFAULT_WINDOW_S = 0.1  # utilization window when the strategy has no worker delegation to ask
+DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
+
+
+class WindowMeter:
+    """Tuples arrived, busy seconds and tuples served over roughly the last `window_s`, from running totals
+    marked at every arrival and service (the oldest mark kept is the last one before the window)."""
+
+    def __init__(self, window_s: float, now: float) -> None:
+        self.window_s = window_s
+        self._marks: deque[tuple[float, int, float, int]] = deque([(now, 0, 0.0, 0)])
+
+    def mark(self, now: float, arrived: int, busy_s: float, served: int) -> None:
+        """Record the running totals at `now`."""
+        self._marks.append((now, arrived, busy_s, served))
+        while len(self._marks) > 2 and self._marks[1][0] <= now - self.window_s:
+            self._marks.popleft()
+
+    def since(self, now: float, arrived: int, busy_s: float, served: int) -> tuple[float, int, float, int]:
+        """(span, arrived, busy seconds, served) between the oldest mark kept and the totals given for `now`."""
+        t, a, b, s = self._marks[0]
+        return now - t, arrived - a, busy_s - b, served - s
+
+
+@dataclass(slots=True)
+class Job:
+    """A batch accepted into the queue, waiting for the server."""
+
+    source: int
+    batch_id: int
+    seq: np.ndarray
+    keys: np.ndarray
+    arrival: np.ndarray
+    values: Any
+    enqueued: float
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+
+
+def _wait(ref: ray.ObjectRef) -> Any:
+    """The value of `ref`, blocking this thread only (never the actor's event loop, which stays free)."""
+    return ref.future().result()
+
+
+def _resolve(future: asyncio.Future, ack: Ack) -> None:
+    if not future.done():
+        future.set_result(ack)
+
+
+class Worker:
+    """One worker of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
+
+    def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float) -> None:
+        self.index = index
+        self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
+        self.op = operators.make(spec.operator)
+        self.emulator = ServiceEmulator(work, spec.cost_ms, spec.capacity_list[index], core_share)
+        self.delegation = groupings.make_delegation(spec.grouping, spec.workers, **spec.params)
+        self.measure = getattr(self.delegation, "measure", "busy")
+        now = time.time()
+        self.meter = WindowMeter(getattr(self.delegation, "window_s", DEFAULT_WINDOW_S), now)
+        self.queue_capacity = max(1, spec.sources * spec.max_pending * spec.batch_size)  # the most it can hold
+        self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
+        self._lock = threading.Lock()  # queue, counters, meter, state delta and commit lists
+        self._ready = threading.Condition(self._lock)
+        self._flushing = threading.Lock()  # one flush at a time
+        self._jobs: deque[Job] = deque()
+        self._accepted = 0
+        self._served = 0
+        self._busy_s = 0.0
+        self._pause_s = 0.0  # migration pause waiting for the server
+        self._capacity: float | None = None  # a capacity change waiting for the server
+        self.paused_s = 0.0
+        self._state = self.op.empty()
+        self._covered: list[tuple[int, int]] = []  # (source, batch id) in the current delta
+        self._log: list[dict[str, np.ndarray]] = []
+        self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
+        self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids this incarnation took
+        self.signals = {"increase": 0, "decrease": 0}
+        self.signals_to = [0] * spec.sources  # signals piggybacked on acks to each source
+        self.flushes = {"sent": 0, "rejected": 0}
+        context = ray.get_runtime_context()
+        self.node = {"node_id": context.get_node_id(), "ip": ray.util.get_node_ip_address()}
+        self.incarnation = -1
+        self._registered = threading.Event()
+        threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
+        threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
+
+    # --- the data path
+
+    async def process(self, source: int, batch_id: int, seq: np.ndarray, keys: np.ndarray, arrival: np.ndarray,
+                      values: Any = None) -> Ack:
+        """Queue a batch; the answer is its ack, once the server is done with the batch."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        now = time.time()
+        with self._lock:
+            self._accepted_ids[source].add(batch_id)
+            self._accepted += len(keys)
+            self.meter.mark(now, self._accepted, self._busy_s, self._served)
+            self._jobs.append(Job(source, batch_id, seq, keys, arrival, values, now, future, loop))
+            self._ready.notify()
+        return await future
+
+    def _register(self) -> None:
+        """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes."""
+        self.incarnation = _wait(self.aggregator.register.remote(self.index, os.getpid(), self.node))
+        self._registered.set()
+
+    def _serve_forever(self) -> None:
+        self._register()  # before serving anything, so every ack and flush names a registered incarnation
+        while True:
+            with self._ready:
+                while not self._jobs and not self._pause_s:
+                    self._ready.wait()
+                pause, self._pause_s = self._pause_s, 0.0
+                capacity, self._capacity = self._capacity, None
+                job = self._jobs.popleft() if self._jobs else None
+            if capacity is not None:
+                self.emulator.set_capacity(capacity)
+            if pause:
+                time.sleep(pause)  # the server is stopped while state moves
+                self.paused_s += pause
+            if job is not None:
+                self._serve(job)
+
+    def _serve(self, job: Job) -> None:
+        begin = time.time()
+        finish = self.emulator.serve(len(job.keys))
+        end = time.time()
+        log = batch_log(job.seq, job.source, job.arrival, job.enqueued, begin, finish)
+        with self._lock:
+            self._state = self.op.update(self._state, job.keys, job.values)
+            self._covered.append((job.source, job.batch_id))
+            self._log.append(log)
+            self._served += len(job.keys)
+            self._busy_s = self.emulator.busy_seconds()
+            self.meter.mark(end, self._accepted, self._busy_s, self._served)
+            ack = self._ack(job.source, job.batch_id, end)
+        job.loop.call_soon_threadsafe(_resolve, job.future, ack)
+
+    def _ack(self, source: int, batch_id: int, now: float) -> Ack:
+        """What rides on the ack to `source` (called with the lock held)."""
+        span, arrived, busy, served = self.meter.since(now, self._accepted, self._busy_s, self._served)
+        service_s = self.emulator.service_s
+        utilization = min(1.0, max(0.0, busy / span)) if span > 0 else 0.0
+        offered = arrived * service_s / span if span > 0 else 0.0
+        queue_len = self._accepted - self._served
+        measured_ms = busy / served * 1e3 if served and service_s > 0 else service_s * 1e3
+        verdict = 0
+        if self.delegation is not None:
+            watched = {"busy": utilization, "offered": offered, "queue": queue_len / self.queue_capacity}[self.measure]
+            verdict = int(self.delegation.signal(self.index, source, now, float(watched)))
+            if verdict:
+                self.signals["increase" if verdict > 0 else "decrease"] += 1
+                self.signals_to[source] += 1
+        committed = np.asarray(self._committed.pop(source, ()), np.int64)
+        return Ack(self.index, self.incarnation, source, batch_id, float(queue_len),
+                   min(1.0, queue_len / self.queue_capacity), utilization, measured_ms, verdict, committed)
+
+    # --- flushes to the aggregator
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(self.flush_every_s)
+            try:
+                self._flush()
+            except ray.exceptions.RayError:
+                pass  # the delta is lost with the flush: its batches stay uncommitted and their sources replay them
+
+    def _flush(self) -> bool:
+        """Ship the state delta with the batches it covers and their tuple log; True if the aggregator took it."""
+        with self._flushing:
+            with self._lock:
+                if not self._covered:
+                    return True
+                state, covered, log = self._state, self._covered, self._log
+                self._state, self._covered, self._log = self.op.empty(), [], []
+            pairs = np.asarray(covered, np.int64).reshape(-1, 2)
+            flush = Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state,
+                          concat_logs(log))
+            accepted = bool(_wait(self.aggregator.flush.remote(flush)))
+            with self._lock:
+                self.flushes["sent"] += 1
+                if accepted:
+                    for source, batch_id in covered:
+                        self._committed[source].append(batch_id)
+                else:
+                    self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
+            return accepted
+
+    async def flush_now(self, source: int) -> np.ndarray:
+        """Flush at once; the batch ids of `source` merged since its last ack."""
+        await asyncio.get_running_loop().run_in_executor(None, self._flush)
+        with self._lock:
+            return np.asarray(self._committed.pop(source, ()), np.int64)
+
+    # --- control
+
+    async def hello(self, source: int, batch_ids: list[int]) -> tuple[int, list[int]]:
+        """(this incarnation, which of `source`'s batch ids it has already accepted): answered once registered."""
+        await asyncio.get_running_loop().run_in_executor(None, self._registered.wait)
+        with self._lock:
+            taken = self._accepted_ids.get(source, set())
+            return self.incarnation, [b for b in batch_ids if b in taken]
+
+    def counters(self) -> tuple[int, float, int]:
+        """(tuples served, busy seconds, tuples queued) of this incarnation, for a controller."""
+        with self._lock:
+            return self._served, self._busy_s, self._accepted - self._served
+
+    def pause(self, seconds: float) -> None:
+        """Stop the server for `seconds` before its next batch (state migration)."""
+        with self._ready:
+            self._pause_s += seconds
+            self._ready.notify()
+
+    def set_capacity(self, capacity: float) -> None:
+        """Serve batches from the next one on at a new capacity."""
+        with self._ready:
+            self._capacity = capacity
+
+    def pid(self) -> int:
+        """The actor's process id (chaos testing kills it)."""
+        return os.getpid()
+
+    def kill_self(self) -> None:
+        """Die at once, as a crashed machine would (for chaos runs on other nodes)."""
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    async def report(self) -> dict:
+        """Final facts about this incarnation: measured capacity, where it ran, signals, flushes."""
+        await asyncio.get_running_loop().run_in_executor(None, self._registered.wait)
+        with self._lock:
+            return {
+                "incarnation": self.incarnation,
+                "pid": os.getpid(),
+                "node": self.node,
+                "measured_capacity": self.emulator.measured_capacity(),
+                "emulator": self.emulator.stats(),
+                "signals": dict(self.signals),
+                "signals_to": list(self.signals_to),
+                "delegation": self.delegation.stats() if self.delegation is not None else None,
+                "paused_s": self.paused_s,
+                "flushes": dict(self.flushes),
+            }
