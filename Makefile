@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 GROUPING ?= cg
-ENGINE   ?= sim
+ENGINE   ?= ray
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-all lint bench table1 clean
@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(PY) scripts/run_topology.py --grouping $(GROUPING) --engine $(ENGINE) --workers 10 --sources 2 \
-		--capacities 5,5,5,1,1,1,1,1,1,1 --rate 176000 --out runs/make-run --overwrite
+		--capacities 5,5,5,1,1,1,1,1,1,1 --cost-ms 1 --rate 17600 --batch-size 200 \
+		--stream zipf:z=1.0224,keys=100000,messages=200000,seed=7 --out runs/make-run --overwrite
 
 test: $(STAMP)
 	$(PY) -m ruff check .

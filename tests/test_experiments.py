@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory):
-    """Run each experiment once (quick) and keep its numbers."""
+def outputs(tmp_path_factory, ray_session):
+    """Run each experiment once (quick) and keep its numbers (the deployment ones on the shared Ray session)."""
     done = {}
     base = tmp_path_factory.mktemp("results")
     for name in experiments.names():
@@ -64,11 +64,19 @@ def test_gedik_balances_better_and_migrates_like_consistent_hashing(outputs):
     assert means["uniform"]["m"] > 2 * means["gedik"]["m"]
 
 
+def test_ray_deployment_cg_beats_kg_on_capped_workers(outputs):
+    rows = outputs["ray-heterogeneous"][1]
+    cg, kg = rows["cg"], rows["kg"]
+    assert cg["exact"] and kg["exact"]
+    assert cg["throughput_tps"] >= 1.5 * kg["throughput_tps"]
+    assert cg["p99_ms"] < kg["p99_ms"]
+
+
 def test_reproduce_lists_and_rejects_unknown_names(tmp_path):
     script = ROOT / "scripts" / "reproduce.py"
     listed = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0
-    for name in ("cg-heterogeneity", "cg-capacity-change", "fish-drift", "gedik-scaling"):
+    for name in ("cg-heterogeneity", "cg-capacity-change", "fish-drift", "gedik-scaling", "ray-heterogeneous"):
         assert name in listed.stdout
     bad = subprocess.run([sys.executable, str(script), "nope", "--out", str(tmp_path)], capture_output=True,
                          text=True, timeout=120)

@@ -83,12 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice in the run")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="params",
                    help="a grouping parameter, e.g. eps=0.01 or theta=0.02; repeat for several")
-    p.add_argument("--batch-size", type=int, default=100, metavar="TUPLES",
-                   help="tuples a source routes and sends together (micro-batch)")
+    p.add_argument("--batch-size", type=int, default=None, metavar="TUPLES",
+                   help="tuples a source routes and sends together (micro-batch); default: 100 on sim, 1000 on ray "
+                        "(each Ray call costs about 2 ms here, so small batches cap throughput)")
     p.add_argument("--linger-ms", type=float, default=5.0, metavar="MS",
                    help="a partly filled micro-batch is sent at most this long after its first tuple")
     p.add_argument("--max-pending", type=int, default=16, metavar="BATCHES",
-                   help="micro-batches in flight per source before it waits for acks (backpressure)")
+                   help="micro-batches in flight before a source waits for acks (backpressure, Storm's max spout "
+                        "pending): per source on sim, per source-worker pair on ray")
     p.add_argument("--net-delay-ms", type=float, default=0.0, metavar="MS",
                    help="one-way network delay of tuples and of acks, in milliseconds")
     p.add_argument("--capacity-schedule", default=None, metavar="AT:C1,C2,...;...",
@@ -176,7 +178,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
         cost_ms=args.cost_ms, rate=args.rate, duration=args.duration, seed=args.seed,
         params=parse_params(args.params), operator_params=parse_params(args.operator_params),
-        batch_size=args.batch_size, linger_ms=args.linger_ms,
+        batch_size=args.batch_size if args.batch_size is not None else (1000 if args.engine == "ray" else 100), linger_ms=args.linger_ms,
         max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
