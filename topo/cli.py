@@ -14,6 +14,7 @@ from pathlib import Path
 from topo.spec import DEFAULT_STREAM, SpecError, TopologySpec
 
 ENGINES = ("sim", "ray")
+DEFAULT_BATCH = {"sim": 100, "ray": 1000}  # tuples per micro-batch; a Ray call costs milliseconds here
 EXIT_USAGE = 2
 
 
@@ -178,7 +179,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
         cost_ms=args.cost_ms, rate=args.rate, duration=args.duration, seed=args.seed,
         params=parse_params(args.params), operator_params=parse_params(args.operator_params),
-        batch_size=args.batch_size if args.batch_size is not None else (1000 if args.engine == "ray" else 100), linger_ms=args.linger_ms,
+        batch_size=args.batch_size if args.batch_size is not None else DEFAULT_BATCH[args.engine], linger_ms=args.linger_ms,
         max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
