@@ -104,6 +104,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "args, fragment",
+    [(["--scale-schedule", "1s:2"], "--scale-schedule"), (["--net-delay-ms", "1"], "--net-delay-ms")],
+)
+def test_what_ray_cannot_run_yet_is_refused_before_work_starts(tmp_path, args, fragment):
+    out = tmp_path / "run"
+    r = run("--engine", "ray", "--stream", SMALL, *args, "--out", str(out))
+    assert r.returncode == 2 and fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_malformed_dataset_directory(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -30,6 +30,10 @@ class Prepared:
 
 def prepare(spec: TopologySpec) -> Prepared:
     """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
+    if spec.engine == "ray":
+        from topo.ray_engine.driver import check_supported
+
+        check_supported(spec, spec.work)  # what Ray cannot run yet fails here, before the stream is loaded
     try:
         operators.make(spec.operator, **spec.operator_params)
     except ValueError as exc:

@@ -66,6 +66,10 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
                                     "more than one core; lower --core-share")
     if spec.scale_schedule:
         raise SpecError("--scale-schedule is not supported on --engine ray yet; use --engine sim")
+    if spec.net_delay_ms > 0:
+        raise SpecError(
+            "--net-delay-ms is not emulated on --engine ray (the real network's delay applies); use --engine sim"
+        )
     if any(change.unit == MESSAGES for change in spec.capacity_schedule):
         raise SpecError("--capacity-schedule by message count is not supported on --engine ray yet; give times (2.5s)")
 
