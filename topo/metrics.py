@@ -215,6 +215,23 @@ def summarize(
     return summary
 
 
+def run_config(spec: object, initial_capacities: Sequence[float]) -> dict:
+    """The settings a run was made with, as every engine reports them in its summary."""
+    return {
+        "cost_ms": spec.cost_ms,
+        "rate": spec.rate,
+        "duration": spec.duration,
+        "batch_size": spec.batch_size,
+        "linger_ms": spec.linger_ms,
+        "max_pending": spec.max_pending,
+        "net_delay_ms": spec.net_delay_ms,
+        "operator": spec.operator,
+        "initial_capacities": list(initial_capacities),
+        "capacity_schedule": [c.describe() for c in spec.capacity_schedule],
+        "scale_schedule": [c.describe() for c in spec.scale_schedule],
+    }
+
+
 def aggregation_cost(log: TupleLog, key_hash: np.ndarray, period_s: float) -> dict:
     """Periodic aggregation: every period each worker flushes the partial state of the keys it updated since
     its last flush; the cost grows with how many workers share a key (replication)."""

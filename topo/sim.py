@@ -31,7 +31,7 @@ import operators
 from groupings.control import Controller, MigrationLog
 from groupings.feedback import AckReport, WorkerReport
 from topo.events import ACK, SEND, WORLD, Kernel
-from topo.metrics import RunResult, TupleLog, aggregation_cost, summarize, timelines, timeseries
+from topo.metrics import RunResult, TupleLog, aggregation_cost, run_config, summarize, timelines, timeseries
 from topo.queueing import AckContent, Observer, Piggyback, WorkerPool
 from topo.schedule import MESSAGES, Change
 from topo.spec import TopologySpec
@@ -445,19 +445,7 @@ class Simulation:
             "seed": spec.seed,
             "params": dict(spec.params),
             "stream": dict(getattr(self.stream, "meta", None) or {}),
-            "config": {
-                "cost_ms": spec.cost_ms,
-                "rate": spec.rate,
-                "duration": spec.duration,
-                "batch_size": spec.batch_size,
-                "linger_ms": spec.linger_ms,
-                "max_pending": spec.max_pending,
-                "net_delay_ms": spec.net_delay_ms,
-                "operator": spec.operator,
-                "initial_capacities": list(self.capacity_history[0][1]),
-                "capacity_schedule": [c.describe() for c in spec.capacity_schedule],
-                "scale_schedule": [c.describe() for c in spec.scale_schedule],
-            },
+            "config": run_config(spec, self.capacity_history[0][1]),
             "migrations": self.migrations.migrations,
             "migrated_keys": self.migrations.migrated_keys,
             "migration_pause_s": self.migrations.pause_s,

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 import operators
-from topo.metrics import RunResult, TupleLog, summarize, timelines, timeseries
+from topo.metrics import RunResult, TupleLog, run_config, summarize, timelines, timeseries
 from topo.spec import TopologySpec
 
 
@@ -112,19 +112,7 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         "seed": spec.seed,
         "params": dict(spec.params),
         "stream": dict(getattr(stream, "meta", None) or {}),
-        "config": {
-            "cost_ms": spec.cost_ms,
-            "rate": spec.rate,
-            "duration": spec.duration,
-            "batch_size": spec.batch_size,
-            "linger_ms": spec.linger_ms,
-            "max_pending": spec.max_pending,
-            "net_delay_ms": spec.net_delay_ms,
-            "operator": spec.operator,
-            "initial_capacities": list(got.capacity_history[0][1]),
-            "capacity_schedule": [c.describe() for c in spec.capacity_schedule],
-            "scale_schedule": [c.describe() for c in spec.scale_schedule],
-        },
+        "config": run_config(spec, got.capacity_history[0][1]),
         "migrations": 0,
         "migrated_keys": 0,
         "migration_pause_s": 0.0,
