@@ -17,6 +17,13 @@ import numpy as np
 State = Any
 
 
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A view of `array` that callers cannot write through (states hand out their arrays without copying)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
 def as_key_hashes(key_hash: np.ndarray | Sequence[int]) -> np.ndarray:
     """A one-dimensional uint64 array of key hashes."""
     arr = np.asarray(key_hash, dtype=np.uint64)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from operators.base import Operator, as_key_hashes, group_by_worker
+from operators.base import Operator, as_key_hashes, group_by_worker, read_only
 
 _MIN_COMPACT = 1 << 16  # buffered tuples that always justify a compaction
 _FEW_LABELS = 8  # label ranges narrower than this are counted one class at a time (one pass over the batch each)
@@ -136,12 +136,7 @@ class NaiveBayesState:
     def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The compacted (keys, labels, counts) arrays (read-only views)."""
         self.compact()
-        views = []
-        for arr in (self._keys, self._labels, self._counts):
-            view = arr.view()
-            view.flags.writeable = False
-            views.append(view)
-        return views[0], views[1], views[2]
+        return read_only(self._keys), read_only(self._labels), read_only(self._counts)
 
     @property
     def keys(self) -> np.ndarray:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from operators.base import Operator, as_key_hashes, group_by_worker
+from operators.base import Operator, as_key_hashes, group_by_worker, read_only
 
 _MIN_COMPACT = 1 << 16  # buffered tuples that always justify a fold into the summary
 
@@ -105,17 +105,13 @@ class TopKState:
     def keys(self) -> np.ndarray:
         """Sorted monitored key hashes (read-only view)."""
         self.compact()
-        view = self._keys.view()
-        view.flags.writeable = False
-        return view
+        return read_only(self._keys)
 
     @property
     def lower(self) -> np.ndarray:
         """Lower bound g on the true count of each key in `keys` (read-only view)."""
         self.compact()
-        view = self._counts.view()
-        view.flags.writeable = False
-        return view
+        return read_only(self._counts)
 
     @property
     def tuples(self) -> int:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from operators.base import Operator, as_key_hashes, group_by_worker
+from operators.base import Operator, as_key_hashes, group_by_worker, read_only
 
 _MIN_COMPACT = 1 << 16  # buffered tuples that always justify a compaction
 
@@ -67,17 +67,13 @@ class WordCountState:
     def keys(self) -> np.ndarray:
         """Sorted distinct key hashes (read-only view)."""
         self.compact()
-        view = self._keys.view()
-        view.flags.writeable = False
-        return view
+        return read_only(self._keys)
 
     @property
     def counts(self) -> np.ndarray:
         """Count of each key in `keys` (read-only view)."""
         self.compact()
-        view = self._counts.view()
-        view.flags.writeable = False
-        return view
+        return read_only(self._counts)
 
     def __repr__(self) -> str:
         return f"WordCountState(distinct_keys={self.keys.size}, tuples={int(self.counts.sum())})"
