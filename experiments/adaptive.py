@@ -29,6 +29,14 @@ def rate_at(load: float, capacities: tuple[float, ...]) -> float:
     return load * sum(capacities) * 1e3 / COST_MS
 
 
+def fast_slow_topology(messages: int) -> TopologySpec:
+    """The Consistent Grouping paper's heterogeneous setting: 10 workers, 3 of them 5x faster, 80% load."""
+    return TopologySpec(
+        engine="sim", workers=10, sources=2, capacities=FAST_SLOW, stream=WP_LIKE.format(m=messages),
+        cost_ms=COST_MS, rate=rate_at(0.8, FAST_SLOW), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
+    )
+
+
 def latency_over_time(result: RunResult, windows: int = 40) -> tuple[np.ndarray, np.ndarray]:
     """p99 latency (ms) of the tuples arriving in each of `windows` equal time windows."""
     log = result.log
@@ -62,11 +70,7 @@ def _summary_row(name: str, result: RunResult) -> dict:
 )
 def heterogeneity(out: Path, quick: bool) -> dict:
     """Run kg, sg, pkg and cg on fast and slow workers; plot queues and p99 latency over time."""
-    m = 200_000 if quick else 1_000_000
-    base = TopologySpec(
-        engine="sim", workers=10, sources=2, capacities=FAST_SLOW, stream=WP_LIKE.format(m=m), cost_ms=COST_MS,
-        rate=rate_at(0.8, FAST_SLOW), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
-    )
+    base = fast_slow_topology(200_000 if quick else 1_000_000)
     results = {g: run(base.with_(grouping=g, params=cg_params(g, quick))) for g in ("kg", "sg", "pkg", "cg")}
     rows = [_summary_row(g, r) for g, r in results.items()]
     write_csv(out / "heterogeneity.csv", rows)
@@ -150,11 +154,7 @@ def capacity_change(out: Path, quick: bool) -> dict:
     second = (1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0)
     third = (1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 1.0)
     schedule = (Change(m // 3, "messages", second), Change(2 * m // 3, "messages", third))
-    base = TopologySpec(
-        engine="sim", workers=10, sources=2, capacities=FAST_SLOW, stream=WP_LIKE.format(m=m), cost_ms=COST_MS,
-        rate=rate_at(0.8, FAST_SLOW), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
-        capacity_schedule=schedule,
-    )
+    base = fast_slow_topology(m).with_(capacity_schedule=schedule)
     results = {g: run(base.with_(grouping=g, params=cg_params(g, quick))) for g in ("sg", "pkg", "cg")}
     window = 0.02  # seconds: a few hundred tuples per worker per window
     rows = []
