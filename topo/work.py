@@ -14,9 +14,12 @@ tiny tuples, whose sleeps are pooled) and the wall time per tuple is cost_ms / c
 
 Lateness: a worker may run late (a sleep that overshoots, a burn that got less than a full core). It catches up
 at most `SLACK_S` of its own lateness by skipping sleeps, and never takes credit for time it sat idle between
-batches. On an oversubscribed machine a cpu worker gets less than its share: its burns take longer than their
-CPU time, lateness beyond the slack is lost, and its measured capacity drops below the configured one. That is
-real and is reported (`measured_capacity`, and `cpu_availability` and `lost_s` in `stats`), not hidden.
+batches. A caller that says when a batch was ready (`serve(n, ready=...)`) lets the worker also catch up the time
+it spent between batches that were already waiting (logging, state updates, acks), up to `CATCHUP_S`: that
+bookkeeping is the emulator's, not the operator's, so a saturated worker still serves at its capacity.
+On an oversubscribed machine a cpu worker gets less than its share: its burns take longer than their CPU
+time, lateness beyond the slack is lost, and its measured capacity drops below the configured one. That is real
+and is reported (`measured_capacity`, and `cpu_availability` and `lost_s` in `stats`), not hidden.
 
 Where the kernel can enforce a cap itself (root, a writable cgroup cpu controller), `apply_cgroup_quota` puts a
 worker process under a real CPU quota, the way cpulimit capped the paper's executors.
@@ -35,12 +38,14 @@ import numpy as np
 from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota
 from topo.work_cpu import Burner
 
-__all__ = ["MIN_SLEEP_S", "MODES", "SLACK_S", "ServiceEmulator", "apply_cgroup_quota", "cgroup_quota_possible",
-           "release_cgroup_quota"]
+__all__ = ["CATCHUP_S", "MIN_SLEEP_S", "MODES", "SLACK_S", "ServiceEmulator", "apply_cgroup_quota",
+           "cgroup_quota_possible", "release_cgroup_quota"]
 
 MODES = ("sleep", "cpu")
 # how much of its own lateness a worker may catch up: a few sleep overshoots, not a burst that breaks the cap
 SLACK_S = 0.001
+# how much time spent between queued batches a worker may catch up: per-batch bookkeeping, not a long preemption
+CATCHUP_S = 0.01
 # shortest sleep a cpu worker takes between tuples: a sleep costs tens of microseconds of CPU itself
 MIN_SLEEP_S = 0.0002
 
@@ -118,8 +123,11 @@ class ServiceEmulator:
         self._service_s = self.cost_ms / 1000.0 / value
         self._budget_s = self.cost_ms / 1000.0 * self.core_share
 
-    def serve(self, n: int) -> np.ndarray:
-        """Serve `n` tuples one after another and return each one's finish time (time.time() seconds)."""
+    def serve(self, n: int, ready: float | None = None) -> np.ndarray:
+        """Serve `n` tuples one after another and return each one's finish time (time.time() seconds).
+
+        `ready`: when the batch was there to serve (time.time() seconds); time the worker spent past it on other
+        things counts as its own lateness, and is caught up (up to `CATCHUP_S`)."""
         try:
             count = operator.index(n)
         except TypeError:
@@ -133,16 +141,15 @@ class ServiceEmulator:
             return np.full(count, time.time())
         called = time.perf_counter()
         cpu_before = time.thread_time()
-        start = self._start(called)
+        start = self._start(called, None if ready is None else float(ready) - self._epoch)
         if self._burner is None:
             finish = self._wait(count, start, called)
         else:
-            finish = self._burn(count, start, cpu_before)
+            # lateness credited at the start may be caught up during the batch, not only `SLACK_S` of it
+            finish = self._burn(count, start, cpu_before, max(SLACK_S, called - start))
         self._tuples += count
         self._cpu_s += time.thread_time() - cpu_before
         returned = time.perf_counter()
-        # lateness at return beyond what the next batch may catch up is lost, and counts as busy time
-        self._lost_s += max(returned - SLACK_S - self._deadline, 0.0)
         end = max(finish[-1], returned - SLACK_S)
         # busy = the union of service intervals: a batch that catches up overlaps the previous one's tail
         self._busy_s += end - max(start, self._busy_until)
@@ -150,11 +157,16 @@ class ServiceEmulator:
         self._returned = returned
         return finish + self._epoch
 
-    def _start(self, now: float) -> float:
+    def _start(self, now: float, ready: float | None) -> float:
         """When the next tuple's service starts: right after the last deadline if the worker was only a bit late."""
-        # lateness when the last batch returned is the worker's own (overshoot, preemption); idle time is not
-        late = max(self._returned - self._deadline, 0.0)
-        return max(self._deadline, now - min(late, SLACK_S))
+        if ready is None:
+            # lateness when the last batch returned is the worker's own (overshoot, preemption); idle time is not
+            late, limit = max(self._returned - self._deadline, 0.0), SLACK_S
+        else:
+            # the batch was waiting since `ready`: everything after it (and after the last deadline) is own lateness
+            late, limit = max(now - max(self._deadline, ready), 0.0), CATCHUP_S
+        self._lost_s += max(late - limit, 0.0)  # lateness beyond what may be caught up is lost
+        return max(self._deadline, now - min(late, limit))
 
     def _wait(self, count: int, start: float, called: float) -> np.ndarray:
         """Sleep mode: finish times are the running deadlines, reached by one sleep until the last of them."""
@@ -164,7 +176,7 @@ class ServiceEmulator:
         # a tuple cannot finish before it was handed over, even while the worker catches up
         return np.maximum(deadlines, called)
 
-    def _burn(self, count: int, start: float, cpu_before: float) -> np.ndarray:
+    def _burn(self, count: int, start: float, cpu_before: float, slack: float) -> np.ndarray:
         """Cpu mode: each tuple burns its CPU budget, then the worker sleeps to its deadline so the cap holds."""
         burner, service, budget = self._burner, self._service_s, self._budget_s
         assert burner is not None
@@ -187,9 +199,9 @@ class ServiceEmulator:
                     now = _sleep_until(deadline)
             else:
                 finish[i] = now
-            if now - SLACK_S > deadline and i < last:
-                self._lost_s += now - SLACK_S - deadline
-                start = now - SLACK_S
+            if now - slack > deadline and i < last:
+                self._lost_s += now - slack - deadline
+                start = now - slack
             else:
                 start = deadline
         self._deadline = deadline
