@@ -10,6 +10,8 @@ from topo.metrics import RunResult
 from topo.spec import TopologySpec
 
 CAPACITIES = (1.0, 1.0, 0.3, 0.3)  # two workers capped at 30%, as the paper's cpulimit on two executors
+# a capacity-1.0 worker burns a fifth of a core: the four workers take half a core of two, the sources the rest
+CORE_SHARE = 0.2
 
 
 def run_ray(spec: TopologySpec) -> RunResult:
@@ -43,8 +45,8 @@ def heterogeneous(out: Path, quick: bool) -> dict:
     seconds, work, names = (4.0, "sleep", ("kg", "cg")) if quick else (20.0, "cpu", ("kg", "pkg", "sg", "cg"))
     base = TopologySpec(
         engine="ray", workers=4, sources=2, capacities=CAPACITIES, cost_ms=1.0, duration=seconds, work=work,
-        stream="zipf:z=1.0224,keys=100000,messages=200000,seed=7", batch_size=20, linger_ms=5.0, max_pending=4,
-        seed=1, params={},
+        stream="zipf:z=1.0224,keys=100000,messages=200000,seed=7", batch_size=100, linger_ms=20.0, max_pending=2,
+        core_share=CORE_SHARE, seed=1, params={},
     )
     results = {g: run_ray(base.with_(grouping=g)) for g in names}
     rows = [_row(g, r) for g, r in results.items()]
