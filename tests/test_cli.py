@@ -106,9 +106,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [(["--scale-schedule", "1s:2"], "--scale-schedule"), (["--net-delay-ms", "1"], "--net-delay-ms")],
+    [(["--work", "cpu", "--capacities", "3,1,1,1"], "--core-share"), (["--chaos", "kill-worker:9@1"], "--chaos")],
 )
-def test_what_ray_cannot_run_yet_is_refused_before_work_starts(tmp_path, args, fragment):
+def test_what_ray_cannot_run_is_refused_before_work_starts(tmp_path, args, fragment):
     out = tmp_path / "run"
     r = run("--engine", "ray", "--stream", SMALL, *args, "--out", str(out))
     assert r.returncode == 2 and fragment in r.stderr and len(r.stderr.strip().splitlines()) == 1

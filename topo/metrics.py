@@ -215,6 +215,44 @@ def summarize(
     return summary
 
 
+def effective_capacities(history: Sequence[tuple[float, Sequence[float]]], start: float, end: float) -> np.ndarray:
+    """Each worker's capacity averaged over [start, end], from (from time, capacities) steps of the run."""
+    if len(history) == 1 or not end > start:
+        return np.asarray(history[-1][1] if end <= start else history[0][1], dtype=float)
+    total = np.zeros(len(history[0][1]))
+    for (t0, caps), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
+        lo, hi = max(t0, start), min(t1, end)
+        if hi > lo:
+            total += np.asarray(caps) * (hi - lo)
+    return total / (end - start)
+
+
+def active_seconds(history: Sequence[tuple[float, int]], workers: int, start: float, end: float) -> np.ndarray:
+    """How long each of `workers` was part of the topology during [start, end], from (from time, active) steps."""
+    out = np.zeros(workers)
+    for (t0, n), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
+        lo, hi = max(t0, start), min(t1, end)
+        if hi > lo:
+            out[:n] += hi - lo
+    return out
+
+
+def scaling_extras(log: TupleLog, active_history: Sequence[tuple[float, int]],
+                   capacity_history: Sequence[tuple[float, Sequence[float]]], workers: int) -> dict:
+    """Summary facts of a run whose workers joined or left: load per second each was actually in the topology."""
+    out: dict = {"active_workers": [{"at_s": t, "workers": n} for t, n in active_history]}
+    if len(active_history) > 1:
+        start = float(log.arrival_s.min()) if len(log) else 0.0
+        end = float(log.finish_s.max()) if len(log) else 0.0
+        active_s = active_seconds(active_history, workers, start, end)
+        caps = effective_capacities(capacity_history, start, end)
+        rate = np.bincount(log.worker, minlength=workers) / np.maximum(active_s, 1e-12) / caps
+        used = active_s > 0
+        out["imbalance_active_time"] = float(rate[used].max() / rate[used].mean() - 1) if used.any() else 0.0
+        out["active_seconds"] = active_s.tolist()
+    return out
+
+
 def run_config(spec: object, initial_capacities: Sequence[float]) -> dict:
     """The settings a run was made with, as every engine reports them in its summary."""
     return {

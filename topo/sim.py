@@ -31,7 +31,17 @@ import operators
 from groupings.control import Controller, MigrationLog
 from groupings.feedback import AckReport, WorkerReport
 from topo.events import ACK, SEND, WORLD, Kernel
-from topo.metrics import RunResult, TupleLog, aggregation_cost, run_config, summarize, timelines, timeseries
+from topo.metrics import (
+    RunResult,
+    TupleLog,
+    aggregation_cost,
+    effective_capacities,
+    run_config,
+    scaling_extras,
+    summarize,
+    timelines,
+    timeseries,
+)
 from topo.queueing import AckContent, Observer, Piggyback, WorkerPool
 from topo.schedule import MESSAGES, Change
 from topo.spec import TopologySpec
@@ -399,28 +409,6 @@ class Simulation:
         }
         return result
 
-    def _effective_capacities(self, start: float, end: float) -> np.ndarray:
-        """Each worker's capacity averaged over [start, end] (capacities may change during the run)."""
-        history = self.capacity_history
-        if len(history) == 1 or not end > start:
-            return np.asarray(history[-1][1] if end <= start else history[0][1], dtype=float)
-        total = np.zeros(self.pool.workers)
-        for (t0, caps), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
-            lo, hi = max(t0, start), min(t1, end)
-            if hi > lo:
-                total += np.asarray(caps) * (hi - lo)
-        return total / (end - start)
-
-    def _active_seconds(self, start: float, end: float) -> np.ndarray:
-        """How long each worker of the pool was part of the topology during [start, end]."""
-        out = np.zeros(self.pool.workers)
-        history = self.active_history
-        for (t0, n), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
-            lo, hi = max(t0, start), min(t1, end)
-            if hi > lo:
-                out[:n] += hi - lo
-        return out
-
     def _outputs(self, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
         log = TupleLog(
@@ -450,17 +438,9 @@ class Simulation:
             "migrated_keys": self.migrations.migrated_keys,
             "migration_pause_s": self.migrations.pause_s,
             "capacity_changes": [{"at_s": t, "capacities": list(c)} for t, c in self.capacity_history[1:]],
-            "active_workers": [{"at_s": t, "workers": n} for t, n in self.active_history],
+            **scaling_extras(log, self.active_history, self.capacity_history, pool.workers),
             "grouping_stats": [source.grouping.stats() for source in self.sources],
         }
-        if len(self.active_history) > 1:
-            # workers that joined late or left early: compare load per second each was actually in the topology
-            active_s = self._active_seconds(start, end)
-            caps = self._effective_capacities(start, end)
-            rate = np.bincount(log.worker, minlength=pool.workers) / np.maximum(active_s, 1e-12) / caps
-            used = active_s > 0
-            extra["imbalance_active_time"] = float(rate[used].max() / rate[used].mean() - 1) if used.any() else 0.0
-            extra["active_seconds"] = active_s.tolist()
         if self.controller is not None:
             extra["controller"] = self.controller.stats()
             extra["repartitions"] = self.migrations.events
@@ -473,7 +453,7 @@ class Simulation:
             log,
             grouping=spec.grouping,
             engine="sim",
-            capacities=self._effective_capacities(start, end).tolist(),
+            capacities=effective_capacities(self.capacity_history, start, end).tolist(),
             sources=spec.sources,
             tuples_in=emitted,
             distinct_keys=distinct,

@@ -156,6 +156,14 @@ class GedikController(Controller):
 
     # the sources
 
+    def resize(self, workers: int) -> None:
+        """Workers join or leave at the top index: leaving ones hand their keys over at once (sources must stop
+        routing to them now), joining ones get keys at the next step."""
+        super().resize(workers)
+        if workers < self._fn.channels:
+            keys, freqs, slack = self.frequencies()
+            self.install(self.plan(keys, freqs, slack, "resize"))
+
     def attach(self, grouping: object) -> None:
         """A source joins (once); its counter takes the current error target."""
         if any(g is grouping for g in self.sources):

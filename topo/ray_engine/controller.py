@@ -82,6 +82,9 @@ class ControlLoop:
         self._done = np.zeros(n, np.int64)
         self._busy = np.zeros(n)
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # a step and a resize from the driver never overlap
+        self.active = spec.workers
+        self.t0 = time.time()  # the run's start, once `run` is called
         self.steps = 0
         self.pushes = 0
 
@@ -89,14 +92,34 @@ class ControlLoop:
         """Step every period from `t0` until `stop`; the controller's facts."""
         period = self.controller.period_s
         due = t0 + period
+        self.t0 = t0
         while not self._stop.wait(max(0.0, due - time.time())):
-            self._step(time.time() - t0)
+            with self._lock:
+                self._step(time.time() - t0)
             due = max(due + period, time.time())
         return self.report()
 
     def stop(self) -> None:
         """End the loop after the current step."""
         self._stop.set()
+
+    def resize(self, workers: int) -> None:
+        """Workers join or leave at the top index. Every source gets the resized controller before it routes
+        over the new workers (so it knows which leaving ones still drain); one that moved keys off leaving
+        workers at once pauses the workers the state moves between."""
+        with self._lock:
+            ctl, before = self.controller, self.controller.version
+            ctl.resize(workers)
+            self.active = workers
+            self._push()
+            if ctl.version != before:
+                self._migrate(before, time.time() - self.t0)
+
+    def _push(self) -> None:
+        """Every source routes with a copy of the controller's current version from its next batch on."""
+        blob = pickle.dumps(replica(self.controller))
+        ray.get([s.install.remote(blob) for s in self.sources])
+        self.pushes += 1
 
     def _step(self, now: float) -> None:
         ctl = self.controller
@@ -109,9 +132,7 @@ class ControlLoop:
         before = ctl.version
         self.steps += 1
         if ctl.step(report) and ctl.version != before:
-            blob = pickle.dumps(replica(ctl))
-            ray.get([s.install.remote(blob) for s in self.sources])
-            self.pushes += 1
+            self._push()
             self._migrate(before, now)
 
     def _worker_report(self, now: float) -> WorkerReport:
@@ -127,7 +148,7 @@ class ControlLoop:
         tuples = np.where(done >= self._done, done - self._done, done)
         busy_s = np.where(busy >= self._busy, busy - self._busy, busy)
         self._done, self._busy = done, busy
-        return WorkerReport(tuples=tuples, busy_s=busy_s, queue_len=queue, active=np.ones(n, bool),
+        return WorkerReport(tuples=tuples, busy_s=busy_s, queue_len=queue, active=np.arange(n) < self.active,
                             period_s=self.controller.period_s, now=now)
 
     def _migrate(self, old_version: int, now: float) -> None:

@@ -27,6 +27,7 @@ from topo.spec import SpecError, TopologySpec
 START_TIMEOUT_S = 60.0  # actors that cannot be placed within this fail the run instead of hanging it
 START_LEAD_S = 0.2  # sources start together this long after they are told to
 POLL_S = 0.2  # progress and chaos checks
+POLL_COUNT_S = 0.02  # while a change waits for a message count: how late after it the change may come
 PLACEMENT_SHARE = 0.01  # how much of a placement resource a worker asks for (many workers fit one node)
 KILL_WORKER = "kill-worker"
 WORK_MODES = ("sleep", "cpu")
@@ -64,14 +65,6 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
                 if c * share > 1:
                     raise SpecError(f"--work cpu: worker {w} at capacity {c:g} x --core-share {share:g} would need "
                                     "more than one core; lower --core-share")
-    if spec.scale_schedule:
-        raise SpecError("--scale-schedule is not supported on --engine ray yet; use --engine sim")
-    if spec.net_delay_ms > 0:
-        raise SpecError(
-            "--net-delay-ms is not emulated on --engine ray (the real network's delay applies); use --engine sim"
-        )
-    if any(change.unit == MESSAGES for change in spec.capacity_schedule):
-        raise SpecError("--capacity-schedule by message count is not supported on --engine ray yet; give times (2.5s)")
 
 
 def connect(address: str | None) -> bool:
@@ -161,6 +154,13 @@ class Run:
             event["how"] = "SIGKILL by the actor itself (another node)"
         return event
 
+    def resize(self, workers: int) -> None:
+        """From now on workers [0, `workers`) are the topology: the controller first (a strategy that moves keys
+        off leaving workers pushes its new function), then every source, from its next batch on."""
+        if self.control is not None:
+            ray.get(self.control.resize.remote(workers))
+        ray.get([s.resize.remote(workers) for s in self.sources] + [w.resize.remote(workers) for w in self.workers])
+
     def teardown(self) -> None:
         """Stop every actor of the run (workers for good: no restart)."""
         for handle in self.actors:
@@ -198,28 +198,56 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
             ray.shutdown()
 
 
+class World:
+    """The scheduled changes of a run (capacities, active workers), applied by time or by messages emitted."""
+
+    def __init__(self, spec: TopologySpec, run: Run) -> None:
+        self.run = run
+        self.todo = sorted([*spec.capacity_schedule, *spec.scale_schedule], key=lambda c: (c.unit, c.at))
+        self.capacity_history = [(0.0, tuple(spec.capacity_list))]
+        self.active_history = [(0.0, spec.workers)]
+
+    @property
+    def counts_messages(self) -> bool:
+        """True while a change waits for a message count (the driver then polls the sources' progress often)."""
+        return any(c.unit == MESSAGES for c in self.todo)
+
+    def apply_due(self, now: float, emitted: int) -> None:
+        """Apply every change whose time or message count has come, in order."""
+        due = [c for c in self.todo if c.at <= (emitted if c.unit == MESSAGES else now)]
+        for change in due:
+            self.todo.remove(change)
+            if isinstance(change.value, tuple):
+                for w, handle in enumerate(self.run.workers):
+                    handle.set_capacity.remote(float(change.value[w]))
+                self.capacity_history.append((now, tuple(float(c) for c in change.value)))
+            else:
+                self.run.resize(int(change.value))
+                self.active_history.append((now, int(change.value)))
+
+
 def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, work) -> RunResult:
     clock = time.perf_counter()
     t0 = time.time() + START_LEAD_S
     control_ref = run.control.run.remote(t0) if run.control is not None else None
     pending = [s.run.remote(t0) for s in run.sources]
-    capacity_history = [(0.0, tuple(spec.capacity_list))]
-    changes = sorted(spec.capacity_schedule, key=lambda c: c.at)
+    world = World(spec, run)
     done_chaos: list[dict] = []
     todo = list(events)
     while True:
-        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=POLL_S)
+        poll = POLL_COUNT_S if world.counts_messages else POLL_S
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=poll)
         now = time.time() - t0
         while todo and todo[0][2] <= now and len(ready) < len(pending):
             _, worker, at = todo.pop(0)
             done_chaos.append({**run.kill(worker), "at_s": at, "done_s": time.time() - t0})
-        while changes and changes[0].at <= now and len(ready) < len(pending):
-            change = changes.pop(0)
-            for w, handle in enumerate(run.workers):
-                handle.set_capacity.remote(float(change.value[w]))
-            capacity_history.append((now, tuple(float(c) for c in change.value)))
+        emitted = 0
+        if progress is not None or world.counts_messages:
+            emitted = int(sum(ray.get([s.progress.remote() for s in run.sources])))
+        if len(ready) < len(pending):
+            world.apply_due(now, emitted)
         if progress is not None:
-            progress(int(sum(ray.get([s.progress.remote() for s in run.sources]))))
+            progress(emitted)
         if len(ready) == len(pending):
             break
     for _, worker, at in todo:
@@ -234,7 +262,7 @@ def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, wo
     state, log, agg = ray.get(run.aggregator.result.remote())
     collected = Collected(
         t0=t0, state=state, log=log, aggregator=agg, sources=sources, workers=workers, control=control,
-        chaos=done_chaos, capacity_history=capacity_history,
+        chaos=done_chaos, capacity_history=world.capacity_history, active_history=world.active_history,
         facts={"address": address or "local", "work": work,
                "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S},
     )

@@ -9,7 +9,16 @@ import numpy as np
 import pyarrow as pa
 
 import operators
-from topo.metrics import RunResult, TupleLog, run_config, summarize, timelines, timeseries
+from topo.metrics import (
+    RunResult,
+    TupleLog,
+    effective_capacities,
+    run_config,
+    scaling_extras,
+    summarize,
+    timelines,
+    timeseries,
+)
 from topo.spec import TopologySpec
 
 
@@ -26,19 +35,8 @@ class Collected:
     control: dict | None  # the controller actor's report, for strategies with one
     chaos: list[dict]
     capacity_history: list[tuple[float, tuple[float, ...]]]
+    active_history: list[tuple[float, int]]
     facts: dict = field(default_factory=dict)  # address, work mode, flush period, wall clock
-
-
-def effective_capacities(history: list[tuple[float, tuple[float, ...]]], start: float, end: float) -> np.ndarray:
-    """Each worker's capacity averaged over [start, end] (capacities may change during the run)."""
-    if len(history) == 1 or not end > start:
-        return np.asarray(history[-1][1] if end <= start else history[0][1], dtype=float)
-    total = np.zeros(len(history[0][1]))
-    for (t0, caps), (t1, _) in zip(history, [*history[1:], (end, None)], strict=True):
-        lo, hi = max(t0, start), min(t1, end)
-        if hi > lo:
-            total += np.asarray(caps) * (hi - lo)
-    return total / (end - start)
 
 
 def tuple_log(raw: dict[str, np.ndarray], t0: float) -> TupleLog:
@@ -117,7 +115,7 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         "migrated_keys": 0,
         "migration_pause_s": 0.0,
         "capacity_changes": [{"at_s": t, "capacities": list(c)} for t, c in got.capacity_history[1:]],
-        "active_workers": [{"at_s": 0.0, "workers": spec.workers}],
+        **scaling_extras(log, got.active_history, got.capacity_history, n),
         "grouping_stats": [s["grouping_stats"] for s in got.sources],
     }
     if got.control is not None:

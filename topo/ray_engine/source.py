@@ -84,7 +84,8 @@ class Source:
         self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
         self.grouping = groupings.make(spec.grouping, workers=spec.workers, seed=source_seed(spec.seed, index),
                                        controller=self.controller, **spec.params)
-        self._lock = threading.Lock()  # the grouping, shared with the controller's calls
+        self.active = spec.workers  # workers [0, active) are part of the topology now
+        self._lock = threading.Lock()  # the grouping, shared with the controller's and the driver's calls
         self._fresh: list[np.ndarray] = []  # keys routed since the controller last asked (state that may move)
         n = len(workers)
         self._inflight: list[dict[Any, Entry]] = [{} for _ in range(n)]
@@ -139,9 +140,15 @@ class Source:
             chosen = np.asarray(self.grouping.route(keys, emitted - self.t0), dtype=np.int32)
             if self.controller is not None:
                 self._fresh.append(keys)
+            active = self.active
+            draining = self.controller.draining if self.controller is not None else frozenset()
         n = len(self.workers)
         if chosen.shape != (size,) or (size and (chosen.min() < 0 or chosen.max() >= n)):
             raise ValueError(f"the grouping routed a batch of {size} outside [0, {n}) or to the wrong shape")
+        if size and chosen.max() >= active:
+            stray = [w for w in np.unique(chosen[chosen >= active]).tolist() if w not in draining]
+            if stray:
+                raise ValueError(f"the grouping routed a tuple to worker {stray[0]}; {active} are active")
         arrival = np.full(size, emitted) if self.arrivals is None else self.t0 + self.arrivals[begin:stop]
         order = np.argsort(chosen, kind="stable")
         bounds = np.concatenate(([0], np.cumsum(np.bincount(chosen, minlength=n))))
@@ -222,7 +229,10 @@ class Source:
         """Hand the grouping every ack that reached this source since its last batch, oldest first."""
         if not self._inbox:
             return
-        acks, self._inbox = self._inbox, []
+        # a worker that left meanwhile is no longer the grouping's concern
+        acks, self._inbox = [a for a in self._inbox if a.worker < self.active], []
+        if not acks:
+            return
         col = list(zip(*acks, strict=True))
         self.grouping.feedback(AckReport(
             workers=np.asarray(col[0], np.int32), queue_len=np.asarray(col[4], np.float64),
@@ -326,6 +336,12 @@ class Source:
             keys = np.unique(np.concatenate(self._fresh)) if self._fresh else np.empty(0, np.uint64)
             self._fresh = []
             return pickle.dumps(SourceStatistics.of(self.grouping, keys))
+
+    def resize(self, workers: int) -> None:
+        """Route over workers [0, `workers`) from the next batch on (workers join or leave at the top index)."""
+        with self._lock:
+            self.grouping.resize(workers)
+            self.active = workers
 
     def install(self, replica: bytes) -> int:
         """Route with a new version of the controller from the next batch on; the version installed."""

@@ -32,18 +32,26 @@ DEFAULT_WINDOW_S = 0.1  # utilization window when the strategy has no worker del
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
 
 
+MIN_MARKS = 9  # a window spans at least four arrivals and four services, however long they take
+
+
 class WindowMeter:
     """Tuples arrived, busy seconds and tuples served over roughly the last `window_s`, from running totals
-    marked at every arrival and service (the oldest mark kept is the last one before the window)."""
+    marked at every arrival and service (the oldest mark kept is the last one before the window).
 
-    def __init__(self, window_s: float, now: float) -> None:
+    A window also reaches back at least `min_marks` marks: when batches arrive less often than once a window
+    (a slow worker served in a closed loop), a window of one time slot would often hold no arrival at all and
+    read a saturated worker as idle."""
+
+    def __init__(self, window_s: float, now: float, min_marks: int = MIN_MARKS) -> None:
         self.window_s = window_s
+        self.min_marks = max(2, min_marks)
         self._marks: deque[tuple[float, int, float, int]] = deque([(now, 0, 0.0, 0)])
 
     def mark(self, now: float, arrived: int, busy_s: float, served: int) -> None:
         """Record the running totals at `now`."""
         self._marks.append((now, arrived, busy_s, served))
-        while len(self._marks) > 2 and self._marks[1][0] <= now - self.window_s:
+        while len(self._marks) > self.min_marks and self._marks[1][0] <= now - self.window_s:
             self._marks.popleft()
 
     def since(self, now: float, arrived: int, busy_s: float, served: int) -> tuple[float, int, float, int]:
@@ -85,12 +93,14 @@ class Worker:
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
         self.op = operators.make(spec.operator)
         self.emulator = ServiceEmulator(work, spec.cost_ms, spec.capacity_list[index], core_share)
-        self.delegation = groupings.make_delegation(spec.grouping, spec.workers, **spec.params)
+        self.delegation = groupings.make_delegation(spec.grouping, spec.max_workers, **spec.params)
         self.measure = getattr(self.delegation, "measure", "busy")
         now = time.time()
         self.meter = WindowMeter(getattr(self.delegation, "window_s", DEFAULT_WINDOW_S), now)
         self.queue_capacity = max(1, spec.sources * spec.max_pending * spec.batch_size)  # the most it can hold
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
+        self.active = spec.workers  # a worker at or above this index left the topology: it asks for nothing
+        self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
         self._lock = threading.Lock()  # queue, counters, meter, state delta and commit lists
         self._ready = threading.Condition(self._lock)
         self._flushing = threading.Lock()  # one flush at a time
@@ -121,6 +131,8 @@ class Worker:
     async def process(self, source: int, batch_id: int, seq: np.ndarray, keys: np.ndarray, arrival: np.ndarray,
                       values: Any = None) -> Ack:
         """Queue a batch; the answer is its ack, once the server is done with the batch."""
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)  # the batch is on the wire for one network delay
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         now = time.time()
@@ -130,7 +142,10 @@ class Worker:
             self.meter.mark(now, self._accepted, self._busy_s, self._served)
             self._jobs.append(Job(source, batch_id, seq, keys, arrival, values, now, future, loop))
             self._ready.notify()
-        return await future
+        ack = await future
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)  # and so is its ack, on the way back
+        return ack
 
     def _register(self) -> None:
         """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes."""
@@ -156,7 +171,8 @@ class Worker:
 
     def _serve(self, job: Job) -> None:
         begin = time.time()
-        finish = self.emulator.serve(len(job.keys))
+        # the batch waited since it was queued: logging and acking the last one must not slow the operator down
+        finish = self.emulator.serve(len(job.keys), ready=job.enqueued)
         end = time.time()
         log = batch_log(job.seq, job.source, job.arrival, job.enqueued, begin, finish)
         with self._lock:
@@ -178,7 +194,7 @@ class Worker:
         queue_len = self._accepted - self._served
         measured_ms = busy / served * 1e3 if served and service_s > 0 else service_s * 1e3
         verdict = 0
-        if self.delegation is not None:
+        if self.delegation is not None and self.index < self.active:
             watched = {"busy": utilization, "offered": offered, "queue": queue_len / self.queue_capacity}[self.measure]
             verdict = int(self.delegation.signal(self.index, source, now, float(watched)))
             if verdict:
@@ -249,6 +265,11 @@ class Worker:
         """Serve batches from the next one on at a new capacity."""
         with self._ready:
             self._capacity = capacity
+
+    def resize(self, workers: int) -> None:
+        """The topology now has `workers` active workers; one at or above that index has nothing to ask for."""
+        with self._lock:
+            self.active = workers
 
     def pid(self) -> int:
         """The actor's process id (chaos testing kills it)."""
