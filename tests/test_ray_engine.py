@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from groupings.hashing import hash_keys
+from topo import work_cgroup
 from topo.ray_engine import run_ray
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.controller import SourceStatistics, install_replica, replica
@@ -18,6 +19,7 @@ from topo.ray_engine.worker import WindowMeter
 from topo.schedule import Change
 from topo.sim import StreamArrays, simulate
 from topo.spec import SpecError, TopologySpec
+from topo.work_cgroup import cgroup_quota_possible
 
 
 def zipf_stream(messages: int, keys: int = 2000, z: float = 1.2, seed: int = 3) -> StreamArrays:
@@ -163,8 +165,10 @@ def test_cg_signals_reach_only_the_source_they_were_addressed_to(ray_session):
 @pytest.fixture(scope="module", params=["sleep", "cpu"])
 def overload(request, ray_session):
     """Input at 3x the workers' capacity, windows of 2 batches, 2 ms per tuple at capacity 1 and 0.5."""
+    # in cpu mode, where the machine allows it, the workers also run under a kernel CPU quota (--cgroup-quota)
+    quota = request.param == "cpu" and cgroup_quota_possible()
     spec = TopologySpec(grouping="sg", workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=2.0, rate=2250.0,
-                        batch_size=20, max_pending=2)
+                        batch_size=20, max_pending=2, cgroup_quota=quota)
     return spec, run_ray(spec, zipf_stream(600), work=request.param).summary
 
 
@@ -182,6 +186,19 @@ def test_measured_capacity_matches_the_configured_one(overload):
     for row in summary["per_worker"]:
         assert row["measured_capacity"] == pytest.approx(row["capacity"], rel=0.10)
         assert row["node"]["ip"] and row["node"]["node_id"]
+
+
+def test_cgroup_quotas_are_set_per_worker_and_lifted_after(overload):
+    spec, summary = overload
+    quotas = summary["ray"]["cgroup_quotas"]
+    if not spec.cgroup_quota:
+        assert quotas == []
+        return
+    [start] = quotas
+    assert [row["applied"] for row in start["workers"]] == [True, True]
+    assert start["workers"][0]["cores"] > start["workers"][1]["cores"]  # the quota follows the capacity
+    root = work_cgroup._v2_root() or work_cgroup._v1_cpu_root()
+    assert not list(root.glob(f"{work_cgroup.GROUP_PREFIX}*"))  # no group is left behind
 
 
 def test_a_worker_killed_mid_run_loses_nothing(ray_session):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from topo.spec import DEFAULT_STREAM, SpecError, TopologySpec
+from topo.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 
 ENGINES = ("sim", "ray")
 DEFAULT_BATCH = {"sim": 100, "ray": 1000}  # tuples per micro-batch; a Ray call costs milliseconds here
@@ -113,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "dozens fit on two cores) or burning real CPU capped at its share of a core (cpu)")
     p.add_argument("--core-share", type=float, default=0.4, metavar="FRACTION",
                    help="ray engine, --work cpu: the share of one core a capacity-1.0 worker may use")
+    p.add_argument("--cgroup-quota", action="store_true",
+                   help="ray engine, --work cpu: also put each worker process on this machine under a kernel CPU "
+                        "quota (its own cgroup, as cpulimit capped the paper's executors) of its share of a core "
+                        f"plus {QUOTA_HEADROOM:.0%} and {QUOTA_BASE_CORES:g} cores for the actor's own threads; "
+                        "needs root and a writable cgroup cpu controller")
     p.add_argument("--chaos", action="append", default=[], metavar="kill-worker:ID@SECONDS",
                    help="ray engine: kill worker ID's process for real that many seconds into the run (repeatable); "
                         "sources replay what it had not committed, so the result stays exact")
@@ -184,7 +190,8 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
-        work=args.work, core_share=args.core_share, chaos=parse_chaos(args.chaos), address=args.address,
+        work=args.work, core_share=args.core_share, cgroup_quota=args.cgroup_quota,
+        chaos=parse_chaos(args.chaos), address=args.address,
         placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
     )
 

@@ -41,6 +41,7 @@ class TopologySpec:
     aggregate_every_s: float | None = None  # period of partial-state flushes to the aggregator; None = at the end
     work: str = "sleep"  # ray engine: how a worker spends a tuple's service time, "sleep" or "cpu" (real, capped)
     core_share: float = 0.4  # ray engine, --work cpu: share of a core a capacity-1.0 worker may use
+    cgroup_quota: bool = False  # ray engine, --work cpu: also cap each worker process with a kernel CPU quota
     chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0)
     address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes

@@ -18,6 +18,15 @@ PERIOD_US = 100_000
 # the kernel refuses quotas below 1 ms per period
 MIN_QUOTA_US = 1_000
 GROUP_PREFIX = "stream-groupings-"
+# a worker actor's process also runs Ray's threads (calls, acks, serialization): its quota adds this share of its
+# burn and this many cores, as those threads cost about the same in a slow worker as in a fast one
+QUOTA_HEADROOM = 0.25
+QUOTA_BASE_CORES = 0.1
+
+
+def worker_quota(share: float) -> float:
+    """The cgroup quota (cores) of a worker process that burns `share` of a core serving tuples."""
+    return share * (1 + QUOTA_HEADROOM) + QUOTA_BASE_CORES
 
 # pid -> (its own group, the cgroup.procs file of the group it came from), to undo the move
 _moved: dict[int, tuple[Path, Path]] = {}

@@ -23,6 +23,7 @@ from topo.ray_engine.worker import DEFAULT_FLUSH_S, Worker
 from topo.schedule import MESSAGES
 from topo.sim import arrival_times
 from topo.spec import SpecError, TopologySpec
+from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota, worker_quota
 
 START_TIMEOUT_S = 60.0  # actors that cannot be placed within this fail the run instead of hanging it
 START_LEAD_S = 0.2  # sources start together this long after they are told to
@@ -58,6 +59,11 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
     """One SpecError line for what this engine does not run (yet), before any actor starts."""
     if work not in WORK_MODES:
         raise SpecError(f"--work must be one of {', '.join(WORK_MODES)} (got {work!r})")
+    if getattr(spec, "cgroup_quota", False):
+        if work != "cpu":
+            raise SpecError("--cgroup-quota caps burnt CPU: it needs --work cpu")
+        if not cgroup_quota_possible():
+            raise SpecError("--cgroup-quota needs root and a writable cgroup cpu controller on this machine")
     if work == "cpu":
         share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
         for caps in [spec.capacity_list, *(c.value for c in spec.capacity_schedule)]:
@@ -97,6 +103,7 @@ class Run:
         n, s = spec.max_workers, spec.sources
         core_share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
         self.actors: list = []
+        self.capped: set[int] = set()  # worker pids under a cgroup quota
         aggregator = f"aggregator-{uuid.uuid4().hex}"  # workers look it up by name, also after a restart
         self.aggregator = self._spawn(Aggregator, {"name": aggregator}, spec.operator, n, s)
         self.workers = []
@@ -161,8 +168,25 @@ class Run:
             ray.get(self.control.resize.remote(workers))
         ray.get([s.resize.remote(workers) for s in self.sources] + [w.resize.remote(workers) for w in self.workers])
 
+    def apply_quotas(self, capacities) -> list[dict]:
+        """Put every worker process on this node under a kernel CPU quota of its share of a core (plus headroom for
+        the actor's own threads); one row per worker saying whether it was capped and at what share."""
+        share = getattr(self.spec, "core_share", DEFAULT_CORE_SHARE)
+        here = ray.util.get_node_ip_address()
+        rows = []
+        for w, handle in enumerate(self.workers):
+            report = ray.get(handle.report.remote(), timeout=10.0)
+            quota = worker_quota(float(capacities[w]) * share)
+            applied = report["node"]["ip"] == here and apply_cgroup_quota(report["pid"], quota)
+            if applied:
+                self.capped.add(report["pid"])
+            rows.append({"worker": w, "pid": report["pid"], "cores": quota, "applied": bool(applied)})
+        return rows
+
     def teardown(self) -> None:
-        """Stop every actor of the run (workers for good: no restart)."""
+        """Stop every actor of the run (workers for good: no restart) and lift the quotas put on them."""
+        for pid in self.capped:
+            release_cgroup_quota(pid)
         for handle in self.actors:
             try:
                 ray.kill(handle, no_restart=True)
@@ -206,6 +230,7 @@ class World:
         self.todo = sorted([*spec.capacity_schedule, *spec.scale_schedule], key=lambda c: (c.unit, c.at))
         self.capacity_history = [(0.0, tuple(spec.capacity_list))]
         self.active_history = [(0.0, spec.workers)]
+        self.quotas: list[dict] = []  # cgroup quotas set, at the start and on every capacity change
 
     @property
     def counts_messages(self) -> bool:
@@ -221,17 +246,22 @@ class World:
                 for w, handle in enumerate(self.run.workers):
                     handle.set_capacity.remote(float(change.value[w]))
                 self.capacity_history.append((now, tuple(float(c) for c in change.value)))
+                if self.run.capped:
+                    self.quotas.append({"at_s": now, "workers": self.run.apply_quotas(change.value)})
             else:
                 self.run.resize(int(change.value))
                 self.active_history.append((now, int(change.value)))
 
 
 def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, work) -> RunResult:
+    quotas = run.apply_quotas(spec.capacity_list) if getattr(spec, "cgroup_quota", False) else None
     clock = time.perf_counter()
     t0 = time.time() + START_LEAD_S
     control_ref = run.control.run.remote(t0) if run.control is not None else None
     pending = [s.run.remote(t0) for s in run.sources]
     world = World(spec, run)
+    if quotas is not None:
+        world.quotas.append({"at_s": 0.0, "workers": quotas})
     done_chaos: list[dict] = []
     todo = list(events)
     while True:
@@ -263,7 +293,7 @@ def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, wo
     collected = Collected(
         t0=t0, state=state, log=log, aggregator=agg, sources=sources, workers=workers, control=control,
         chaos=done_chaos, capacity_history=world.capacity_history, active_history=world.active_history,
-        facts={"address": address or "local", "work": work,
+        facts={"address": address or "local", "work": work, "cgroup_quotas": world.quotas,
                "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S},
     )
     clock = time.perf_counter()
