@@ -21,6 +21,8 @@ from topo.sim import StreamArrays, simulate
 from topo.spec import SpecError, TopologySpec
 from topo.work_cgroup import cgroup_quota_possible
 
+STARVED = 0.7  # a cpu worker that got less than this share of a core while burning did not get its CPU
+
 
 def zipf_stream(messages: int, keys: int = 2000, z: float = 1.2, seed: int = 3) -> StreamArrays:
     """A skewed stream of `messages` over at most `keys` distinct keys."""
@@ -183,8 +185,10 @@ def test_flow_control_bounds_batches_in_flight_under_overload(overload):
 
 def test_measured_capacity_matches_the_configured_one(overload):
     spec, summary = overload
-    for row in summary["per_worker"]:
-        assert row["measured_capacity"] == pytest.approx(row["capacity"], rel=0.10)
+    for row, emulator in zip(summary["per_worker"], summary["ray"]["emulators"], strict=True):
+        # a cpu worker on a machine busy with other work may not get its share; then it must say so
+        starved = emulator["cpu_availability"] < STARVED
+        assert row["measured_capacity"] == pytest.approx(row["capacity"], rel=0.10) or starved
         assert row["node"]["ip"] and row["node"]["node_id"]
 
 
@@ -271,3 +275,16 @@ def test_a_placement_no_node_offers_fails_fast(ray_session):
     with pytest.raises(SpecError, match="no_such_resource"):
         run_ray(spec, zipf_stream(100), placement=("no_such_resource", "no_such_resource"))
     assert time.perf_counter() - started < 30
+
+
+@pytest.mark.slow
+def test_a_minute_at_three_times_capacity_stays_bounded_and_finishes(ray_session):
+    # two workers serve 2,000 tuples/s together; the input comes at 6,000/s for 60 s
+    spec = TopologySpec(grouping="sg", workers=2, sources=2, cost_ms=1.0, rate=6000.0, duration=60.0,
+                        batch_size=100, max_pending=4)
+    summary = run_ray(spec, zipf_stream(360_000)).summary
+    check_run(summary, spec)
+    # backpressure held the input at the sources: what the workers hold never outgrew the windows
+    assert summary["queue_max"] <= spec.sources * spec.max_pending * spec.batch_size
+    assert summary["ray"]["max_in_flight"] <= spec.max_pending
+    assert 0.9 * 2000 <= summary["throughput_tps"] <= 1.05 * 2000

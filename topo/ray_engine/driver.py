@@ -288,6 +288,9 @@ def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, wo
     if run.control is not None:
         ray.get(run.control.stop.remote())
         control = ray.get(control_ref)
+        # a step may have pushed a version after a source finished: report what each source holds at the end
+        for report, stats in zip(sources, ray.get([s.grouping_stats.remote() for s in run.sources]), strict=True):
+            report["grouping_stats"] = stats
     workers = ray.get([w.report.remote() for w in run.workers])
     state, log, agg = ray.get(run.aggregator.result.remote())
     collected = Collected(

@@ -337,6 +337,11 @@ class Source:
             self._fresh = []
             return pickle.dumps(SourceStatistics.of(self.grouping, keys))
 
+    def grouping_stats(self) -> dict:
+        """The grouping's stats now (after the controller stopped, the version it last installed is in them)."""
+        with self._lock:
+            return self.grouping.stats()
+
     def resize(self, workers: int) -> None:
         """Route over workers [0, `workers`) from the next batch on (workers join or leave at the top index)."""
         with self._lock:
