@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -32,6 +32,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_routing.py
 	$(PY) benchmarks/bench_sim.py
+	$(PY) benchmarks/bench_analyze.py
 
 table1: $(STAMP)
 	$(PY) scripts/table1.py --markdown --plot results/table1.png

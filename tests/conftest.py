@@ -13,3 +13,13 @@ def ray_session():
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (two cores) for the whole test session, stopped when it ends."""
+    from spark.session import get_session
+
+    session = get_session("local[2]", app="tests")
+    yield session
+    session.stop()
