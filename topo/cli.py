@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", default=None, metavar="RES1,RES2,...",
                    help="ray engine: one custom resource name per worker (e.g. fast,fast,slow,slow); each worker "
                         "runs only on nodes offering it")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="ray engine: export Prometheus metrics on 127.0.0.1:PORT (Ray's metrics agent) while the run "
+                        "lasts, every series labelled run=<name of the run directory>; default: off")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="run directory to write; default: runs/<grouping>-<engine>-<UTC time>")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it already holds a run")
@@ -193,6 +196,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         work=args.work, core_share=args.core_share, cgroup_quota=args.cgroup_quota,
         chaos=parse_chaos(args.chaos), address=args.address,
         placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
+        metrics_port=args.metrics_port,
     )
 
 
@@ -218,7 +222,7 @@ def _main(argv: list[str] | None) -> int:
     prepared = runner.prepare(spec)  # validates grouping, operator, stream: raises SpecError
     out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
     with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
-        result = runner.execute(prepared, progress=not (args.quiet or args.json))
+        result = runner.execute(prepared, progress=not (args.quiet or args.json), run_id=out.name)
         runner.write_run(result, tmp, plots=not args.no_plots, spec=spec)
     summary = dict(result.summary, run_dir=str(out))
     if args.json:

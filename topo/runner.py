@@ -52,23 +52,26 @@ def prepare(spec: TopologySpec) -> Prepared:
     return Prepared(spec, stream)
 
 
-def _engine(spec: TopologySpec):
-    """The run function of the spec's engine: (spec, stream, progress callback) -> RunResult."""
+def _engine(spec: TopologySpec, run_id: str | None = None):
+    """The run function of the spec's engine: (spec, stream, progress callback) -> RunResult; `run_id` labels the
+    run's Prometheus metrics (ray engine with a metrics port)."""
     if spec.engine == "ray":
         from topo.ray_engine import run_ray
 
         return lambda sp, st, progress=None: run_ray(
-            sp, st, progress=progress, address=sp.address, work=sp.work, chaos=sp.chaos, placement=sp.placement
+            sp, st, progress=progress, address=sp.address, work=sp.work, chaos=sp.chaos, placement=sp.placement,
+            metrics_port=sp.metrics_port, run_id=run_id,
         )
     from topo.sim import simulate
 
     return lambda sp, st, progress=None: simulate(sp, st, progress=progress)
 
 
-def execute(prepared: Prepared, progress: bool = True) -> RunResult:
-    """Run the prepared topology on its engine, with a progress bar on stderr when asked."""
+def execute(prepared: Prepared, progress: bool = True, run_id: str | None = None) -> RunResult:
+    """Run the prepared topology on its engine, with a progress bar on stderr when asked; `run_id` is the `run`
+    label of its metrics (the CLI passes the run directory's name)."""
     spec, stream = prepared.spec, prepared.stream
-    run = _engine(spec)
+    run = _engine(spec, run_id)
     total = stream.messages
     if not progress:
         return run(spec, stream)

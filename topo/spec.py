@@ -45,6 +45,7 @@ class TopologySpec:
     chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0)
     address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
+    metrics_port: int | None = None  # ray engine: export Prometheus metrics on 127.0.0.1:metrics_port; None = off
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -88,6 +89,16 @@ class TopologySpec:
                 raise SpecError(f"--chaos {action}:{target}@{at}: expected kill-worker:ID@SECONDS with ID < workers")
         if self.engine == "sim" and (self.chaos or self.address or self.placement):
             raise SpecError("--chaos, --address and --placement need --engine ray")
+        if self.metrics_port is not None:
+            if self.engine != "ray":
+                raise SpecError("--metrics-port needs --engine ray")
+            if isinstance(self.metrics_port, bool) or not isinstance(self.metrics_port, int) or not (
+                1 <= self.metrics_port <= 65535
+            ):
+                raise SpecError(f"--metrics-port must be a TCP port in 1..65535 (got {self.metrics_port!r})")
+            if self.address:
+                raise SpecError("--metrics-port starts a local Ray that exports them; with --address, start the "
+                                "cluster with `ray start --metrics-export-port` instead")
         for change in self.capacity_schedule:
             if len(change.value) != self.max_workers:
                 raise SpecError(

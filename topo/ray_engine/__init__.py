@@ -24,16 +24,19 @@ if TYPE_CHECKING:
 
 
 def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None, address: str | None = None,
-            work: str = "sleep", chaos: tuple = (), placement: tuple[str, ...] | None = None) -> RunResult:
+            work: str = "sleep", chaos: tuple = (), placement: tuple[str, ...] | None = None,
+            metrics_port: int | None = None, run_id: str | None = None) -> RunResult:
     """Run the topology as Ray actors over the stream; the same outputs as the simulator (engine "ray").
 
     address joins an existing cluster ("auto") instead of starting a local Ray; work is how a worker spends a
     tuple's service time ("sleep" or "cpu"); chaos lists ("kill-worker", worker, seconds) events (or
-    "kill-worker:ID@SECONDS"); placement names one custom resource per worker, to pin it to the nodes offering it.
+    "kill-worker:ID@SECONDS"); placement names one custom resource per worker, to pin it to the nodes offering it;
+    metrics_port exports Prometheus metrics on 127.0.0.1:metrics_port, labelled run=run_id (None: no metrics).
     """
     from topo.ray_engine.driver import run_ray as run
 
-    return run(spec, stream, progress=progress, address=address, work=work, chaos=chaos, placement=placement)
+    return run(spec, stream, progress=progress, address=address, work=work, chaos=chaos, placement=placement,
+               metrics_port=metrics_port, run_id=run_id)
 
 
 __all__ = ["run_ray"]

@@ -23,6 +23,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 import groupings
 from groupings.control import MigrationLog
 from groupings.feedback import WorkerReport
+from topo.ray_engine.metrics import ControlMetrics, MetricsContext
 from topo.spec import TopologySpec
 
 CALL_TIMEOUT_S = 10.0
@@ -71,8 +72,9 @@ def install_replica(grouping: Any, new: Any) -> Any:
 class ControlLoop:
     """The run's controller as an actor: steps every period and pushes each new version to the sources."""
 
-    def __init__(self, spec: TopologySpec, sources: list, workers: list) -> None:
+    def __init__(self, spec: TopologySpec, sources: list, workers: list, metrics: MetricsContext | None = None) -> None:
         self.spec = spec
+        self.metrics = ControlMetrics(metrics) if metrics is not None else None
         self.sources = sources
         self.workers = workers
         self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
@@ -168,6 +170,8 @@ class ControlLoop:
             self.migrations.migrations += 1
             self.migrations.migrated_keys += count
             self.migrations.pause_s += row["pause_s"]
+            if self.metrics is not None:
+                self.metrics.migrated(count)
         self.migrations.events.append(row)
 
     def report(self) -> dict:

@@ -17,6 +17,7 @@ import groupings
 from topo.metrics import RunResult
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.controller import ControlLoop
+from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
 from topo.ray_engine.outputs import Collected, build_result
 from topo.ray_engine.source import Source
 from topo.ray_engine.worker import DEFAULT_FLUSH_S, Worker
@@ -59,6 +60,9 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
     """One SpecError line for what this engine does not run (yet), before any actor starts."""
     if work not in WORK_MODES:
         raise SpecError(f"--work must be one of {', '.join(WORK_MODES)} (got {work!r})")
+    port = getattr(spec, "metrics_port", None)
+    if port is not None and not ray.is_initialized() and not port_free(port):
+        raise SpecError(f"--metrics-port {port}: something already listens on 127.0.0.1:{port}")
     if getattr(spec, "cgroup_quota", False):
         if work != "cpu":
             raise SpecError("--cgroup-quota caps burnt CPU: it needs --work cpu")
@@ -73,15 +77,17 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
                                     "more than one core; lower --core-share")
 
 
-def connect(address: str | None) -> bool:
-    """Join the cluster at `address`, or start a local Ray; True if this call started or joined it."""
+def connect(address: str | None, metrics_port: int | None = None) -> bool:
+    """Join the cluster at `address`, or start a local Ray (exporting Prometheus metrics on 127.0.0.1:`metrics_port`
+    if given); True if this call started or joined it."""
     if ray.is_initialized():
         return False
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
     if address:
         ray.init(address=address, **quiet)
     else:
-        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, **quiet)
+        extra = ray_init_options(metrics_port) if metrics_port is not None else {}
+        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, **quiet, **extra)
     return True
 
 
@@ -98,7 +104,7 @@ def check_placement(placement) -> None:
 class Run:
     """The actors of one run and the driver's side of it."""
 
-    def __init__(self, spec: TopologySpec, stream, work: str, placement) -> None:
+    def __init__(self, spec: TopologySpec, stream, work: str, placement, metrics: MetricsContext | None = None) -> None:
         self.spec = spec
         n, s = spec.max_workers, spec.sources
         core_share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
@@ -111,7 +117,7 @@ class Run:
             options = {"max_restarts": -1, "max_task_retries": 0}
             if placement is not None:
                 options["resources"] = {placement[w]: PLACEMENT_SHARE}
-            self.workers.append(self._spawn(Worker, options, w, spec, aggregator, work, core_share))
+            self.workers.append(self._spawn(Worker, options, w, spec, aggregator, work, core_share, metrics))
         key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
         arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))
         values = getattr(stream, "values", None)
@@ -119,12 +125,13 @@ class Run:
             self._spawn(
                 Source, {"max_concurrency": 4}, i, spec, self.workers, self.aggregator, key_hash[i::s].copy(),
                 None if arrivals is None else arrivals[i::s].copy(),
-                None if values is None else np.asarray(values)[i::s].copy())
+                None if values is None else np.asarray(values)[i::s].copy(), metrics)
             for i in range(s)
         ]
         self.control = None
         if groupings.describe(spec.grouping)["controller"]:
-            self.control = self._spawn(ControlLoop, {"max_concurrency": 2}, spec, self.sources, self.workers)
+            self.control = self._spawn(ControlLoop, {"max_concurrency": 2}, spec, self.sources, self.workers,
+                                       metrics)
 
     def _spawn(self, cls, options: dict, *args):
         """Start an actor that asks Ray for no CPU (the emulator's duty cycle governs CPU use)."""
@@ -195,26 +202,32 @@ class Run:
 
 
 def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None,
-            address: str | None = None, work: str = "sleep", chaos: tuple = (), placement=None) -> RunResult:
+            address: str | None = None, work: str = "sleep", chaos: tuple = (), placement=None,
+            metrics_port: int | None = None, run_id: str | None = None) -> RunResult:
     """Run the topology as Ray actors (sources, workers, aggregator, controller) over the stream.
 
     address joins an existing cluster ("auto") instead of starting a local Ray; work is how a worker spends a
     tuple's service time ("sleep" or "cpu"); chaos lists kill-worker events; placement names one custom
-    resource per worker to pin it to the nodes that offer it.
+    resource per worker to pin it to the nodes that offer it. metrics_port exports Prometheus metrics
+    (`topo.metric_names`) on 127.0.0.1:metrics_port while the run lasts, every series labelled run=`run_id`
+    (default: a random id); None records no metrics at all.
     """
     check_supported(spec, work)
     events = parse_chaos(chaos, spec.max_workers)
     if placement is not None and len(placement) != spec.max_workers:
         raise SpecError(f"--placement names {len(placement)} resources for {spec.max_workers} workers")
-    started = connect(address)
+    started = connect(address, metrics_port)
     setup = time.perf_counter()
     run = None
+    metrics = None
+    if metrics_port is not None:
+        metrics = MetricsContext(run=str(run_id or uuid.uuid4().hex[:12]), grouping=spec.grouping)
     try:
         check_placement(placement)
-        run = Run(spec, stream, work, placement)
+        run = Run(spec, stream, work, placement, metrics)
         run.wait_ready()
         setup_s = time.perf_counter() - setup
-        return _drive(spec, stream, run, events, progress, setup_s, address, work)
+        return _drive(spec, stream, run, events, progress, setup_s, address, work, metrics)
     finally:
         if run is not None:
             run.teardown()
@@ -253,7 +266,17 @@ class World:
                 self.active_history.append((now, int(change.value)))
 
 
-def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, work) -> RunResult:
+def _served(run: Run) -> np.ndarray | None:
+    """Tuples each worker has served (this incarnation), or None if one does not answer in time."""
+    try:
+        return np.array([c[0] for c in ray.get([w.counters.remote() for w in run.workers], timeout=POLL_S)])
+    except (RayActorError, GetTimeoutError):
+        return None
+
+
+def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, work,
+           metrics: MetricsContext | None = None) -> RunResult:
+    driver_metrics = DriverMetrics(metrics) if metrics is not None else None
     quotas = run.apply_quotas(spec.capacity_list) if getattr(spec, "cgroup_quota", False) else None
     clock = time.perf_counter()
     t0 = time.time() + START_LEAD_S
@@ -278,6 +301,8 @@ def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, wo
             world.apply_due(now, emitted)
         if progress is not None:
             progress(emitted)
+        if driver_metrics is not None and (served := _served(run)) is not None:
+            driver_metrics.served(time.time(), served, world.active_history[-1][1])
         if len(ready) == len(pending):
             break
     for _, worker, at in todo:

@@ -26,6 +26,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 import groupings
 from groupings.feedback import AckReport
 from topo.ray_engine.controller import SourceStatistics, install_replica
+from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.sim import source_seed
 from topo.spec import TopologySpec
 
@@ -71,8 +72,9 @@ class Source:
     """One spout of the topology (a Ray actor)."""
 
     def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Any, keys: np.ndarray,
-                 arrivals: np.ndarray | None, values: np.ndarray | None) -> None:
+                 arrivals: np.ndarray | None, values: np.ndarray | None, metrics: MetricsContext | None = None) -> None:
         self.index = index
+        self.metrics = SourceMetrics(metrics, index, len(workers)) if metrics is not None else None
         self.spec = spec
         self.workers = workers
         self.aggregator = aggregator
@@ -128,8 +130,20 @@ class Source:
             self._route_and_send(begin, size)
             begin += size
             self.count.emitted = begin
+            if self.metrics is not None:
+                self._record(size)
         self._drain()
+        if self.metrics is not None:
+            self._record(0)
         return self._report()
+
+    def _record(self, emitted: int) -> None:
+        """Export a batch's metrics: tuples emitted, windows in flight, now and then the virtual workers (cg)."""
+        self.metrics.batch(emitted, self._inflight)
+        if hasattr(self.grouping, "virtual_workers") and self.metrics.virtual_due():
+            with self._lock:
+                stats = self.grouping.stats()
+            self.metrics.virtual_workers(stats)
 
     def _route_and_send(self, begin: int, size: int) -> None:
         stop = begin + size

@@ -24,6 +24,7 @@ import ray
 
 import groupings
 import operators
+from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs
 from topo.spec import TopologySpec
 from topo.work import ServiceEmulator
@@ -88,8 +89,10 @@ def _resolve(future: asyncio.Future, ack: Ack) -> None:
 class Worker:
     """One worker of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
-    def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float) -> None:
+    def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
+                 metrics: MetricsContext | None = None) -> None:
         self.index = index
+        self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
         self.op = operators.make(spec.operator)
         self.emulator = ServiceEmulator(work, spec.cost_ms, spec.capacity_list[index], core_share)
@@ -184,6 +187,9 @@ class Worker:
             self.meter.mark(end, self._accepted, self._busy_s, self._served)
             ack = self._ack(job.source, job.batch_id, end)
         job.loop.call_soon_threadsafe(_resolve, job.future, ack)
+        if self.metrics is not None:
+            self.metrics.served(job.arrival, finish)
+            self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
 
     def _ack(self, source: int, batch_id: int, now: float) -> Ack:
         """What rides on the ack to `source` (called with the lock held)."""
