@@ -130,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs only on nodes offering it")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="ray engine: export Prometheus metrics on 127.0.0.1:PORT (Ray's metrics agent) while the run "
-                        "lasts, every series labelled run=<name of the run directory>; default: off")
+                        "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "
+                        "recorded and every node exports them on the port it was started with (ray start "
+                        "--metrics-export-port, 8080 in clusters/*.yaml); default: off")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="run directory to write; default: runs/<grouping>-<engine>-<UTC time>")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it already holds a run")

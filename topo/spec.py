@@ -45,7 +45,9 @@ class TopologySpec:
     chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0)
     address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
-    metrics_port: int | None = None  # ray engine: export Prometheus metrics on 127.0.0.1:metrics_port; None = off
+    # ray engine: record Prometheus metrics, exported on 127.0.0.1:metrics_port by the local Ray this run starts
+    # (with `address`, by every node on the port it was started with); None = no metrics
+    metrics_port: int | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -96,9 +98,6 @@ class TopologySpec:
                 1 <= self.metrics_port <= 65535
             ):
                 raise SpecError(f"--metrics-port must be a TCP port in 1..65535 (got {self.metrics_port!r})")
-            if self.address:
-                raise SpecError("--metrics-port starts a local Ray that exports them; with --address, start the "
-                                "cluster with `ray start --metrics-export-port` instead")
         for change in self.capacity_schedule:
             if len(change.value) != self.max_workers:
                 raise SpecError(

@@ -61,7 +61,8 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
     if work not in WORK_MODES:
         raise SpecError(f"--work must be one of {', '.join(WORK_MODES)} (got {work!r})")
     port = getattr(spec, "metrics_port", None)
-    if port is not None and not ray.is_initialized() and not port_free(port):
+    joining = getattr(spec, "address", None)  # a cluster's nodes export on the port they were started with
+    if port is not None and not joining and not ray.is_initialized() and not port_free(port):
         raise SpecError(f"--metrics-port {port}: something already listens on 127.0.0.1:{port}")
     if getattr(spec, "cgroup_quota", False):
         if work != "cpu":

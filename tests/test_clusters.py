@@ -1,0 +1,310 @@
+"""clusters/aws.yaml and clusters/local.yaml against Ray's own cluster schema, their security properties, and a real
+multi-node run: two raylets with different custom resources on this machine, a topology pinned to them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTERS = ROOT / "clusters"
+CONFIGS = ("aws.yaml", "local.yaml")
+RAY = Path(sys.executable).with_name("ray")
+# ports that must never face the internet: dashboard, Prometheus, Grafana, Ray metrics export, GCS, Ray client
+PROTECTED_PORTS = (8265, 9090, 3000, 8080, 6379, 10001)
+WORLD = ("0.0.0.0/0", "::/0")
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((CLUSTERS / name).read_text())
+
+
+def strings(node) -> list[str]:
+    """Every key and string value in a parsed YAML document."""
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in [str(k), *strings(v)]]
+    if isinstance(node, list):
+        return [s for v in node for s in strings(v)]
+    return [node] if isinstance(node, str) else []
+
+
+def commands(config: dict, *keys: str) -> str:
+    return "\n".join(c for key in keys for c in config.get(key, []))
+
+
+# --- Ray's schema, as `ray up` applies it ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_config_passes_rays_cluster_schema(name):
+    """What `ray up` does before it touches a cloud: prepare_config (defaults, node types) then validate_config
+    (ray/autoscaler/ray-schema.json)."""
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    raw = load(name)
+    prepared = prepare_config(copy.deepcopy(raw))
+    validate_config(prepared)
+    assert prepared["head_node_type"] in prepared["available_node_types"]
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("breakage", ["top-level typo", "node type typo", "wrong type"])
+def test_schema_check_catches_a_broken_key(name, breakage):
+    """The check above has teeth: a misspelt key or a wrongly typed value fails it."""
+    import jsonschema
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = load(name)
+    if breakage == "top-level typo":
+        config["setup_comands"] = config.pop("setup_commands")
+    elif breakage == "wrong type":
+        config["idle_timeout_minutes"] = "ten"
+    elif name == "aws.yaml":
+        config["available_node_types"]["fast"]["resorces"] = config["available_node_types"]["fast"].pop("resources")
+    else:
+        config["auth"]["ssh_user_name"] = config["auth"].pop("ssh_user")
+    with pytest.raises(jsonschema.ValidationError):
+        validate_config(prepare_config(config))
+
+
+# --- what the AWS cluster must offer ---------------------------------------------------------------------------------
+
+def test_aws_has_a_head_and_two_worker_types_of_different_sizes_with_placement_resources():
+    config = load("aws.yaml")
+    types = config["available_node_types"]
+    head = config["head_node_type"]
+    workers = {name: t for name, t in types.items() if name != head}
+    assert head in types and len(workers) >= 2
+    assert len({t["node_config"]["InstanceType"] for t in workers.values()}) == len(workers)  # real heterogeneity
+    offered = {res for t in workers.values() for res in t["resources"] if res not in ("CPU", "GPU", "memory")}
+    assert {"fast", "slow"} <= offered
+    assert all(t.get("min_workers", 0) >= 1 for t in workers.values())  # `--placement fast,..,slow` can start
+    assert not set(types[head]["resources"]) & offered  # no topology worker is pinned to the head by accident
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_setup_installs_the_project_from_git_with_java_and_mounts_datasets(name):
+    config = load(name)
+    setup = commands(config, "setup_commands", "head_setup_commands", "worker_setup_commands")
+    assert "git clone" in setup and "pip install ." in setup
+    if name == "aws.yaml":
+        assert "openjdk-17" in setup  # Spark (scripts/make_stream.py, scripts/analyze_runs.py)
+    assert any(remote.endswith("/data") for remote in config["file_mounts"])
+
+
+# --- security ----------------------------------------------------------------------------------------------------
+
+def _covers(rule: dict, port: int) -> bool:
+    if str(rule.get("IpProtocol")) == "-1":
+        return True
+    return int(rule.get("FromPort", -1)) <= port <= int(rule.get("ToPort", -1))
+
+
+def test_aws_opens_no_monitoring_port_to_the_internet():
+    rules = load("aws.yaml")["provider"].get("security_group", {}).get("IpPermissions", [])
+    for rule in rules:
+        cidrs = [r.get("CidrIp") for r in rule.get("IpRanges", [])] + [r.get("CidrIpv6") for r in
+                                                                       rule.get("Ipv6Ranges", [])]
+        if any(c in WORLD for c in cidrs):
+            assert not any(_covers(rule, port) for port in PROTECTED_PORTS), rule
+    for name, node_type in load("aws.yaml")["available_node_types"].items():
+        assert "NetworkInterfaces" not in node_type["node_config"], f"{name}: public interfaces set by hand"
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_uis_bind_to_loopback_and_token_auth_stays_on(name):
+    config = load(name)
+    text = "\n".join(strings(config))
+    assert "0.0.0.0" not in text  # no --dashboard-host=0.0.0.0, no world CIDR, no Grafana on all interfaces
+    head = commands(config, "head_start_ray_commands")
+    starts = [c for c in strings(config) if "ray start" in c]
+    assert starts and all("RAY_AUTH_MODE=token" in c for c in starts)
+    assert "--dashboard-host=127.0.0.1" in head
+    assert "RAY_AUTH_MODE=disabled" not in text
+    if name == "aws.yaml":
+        assert "--web.listen-address=127.0.0.1:9090" in head  # Prometheus
+        assert "GF_SERVER_HTTP_ADDR=127.0.0.1" in head  # Grafana
+    # the token comes from the user's machine, never from the repository
+    mounts = config["file_mounts"]
+    token_sources = [local for remote, local in mounts.items() if remote.endswith(".ray/auth_token")]
+    assert token_sources and all(local.startswith("~/") for local in token_sources)
+
+
+SECRET_PATTERNS = [
+    r"aws_access_key", r"aws_secret", r"secret_access_key", r"session_token", r"passw(or)?d", r"api[_-]?key",
+    r"AKIA[0-9A-Z]{16}", r"-----BEGIN [A-Z ]*PRIVATE KEY-----", r"\b[0-9a-f]{64}\b", r"GF_SECURITY_ADMIN",
+    r"RAY_AUTH_TOKEN=",
+]
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_no_secrets_in_the_cluster_files(name):
+    text = (CLUSTERS / name).read_text()
+    for pattern in SECRET_PATTERNS:
+        assert not re.search(pattern, text, re.IGNORECASE), f"{name}: looks like a secret: {pattern}"
+    key = load(name).get("auth", {}).get("ssh_private_key")
+    assert key is None or (key.startswith("~/") and "\n" not in key)  # a path on the user's machine
+
+
+def test_local_cluster_offers_per_machine_placement_resources():
+    config = load("local.yaml")
+    assert config["provider"]["type"] == "local" and config["provider"]["worker_ips"]
+    assert "--resources=" in commands(config, "worker_start_ray_commands")
+
+
+# --- a real multi-node run -----------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, process group) of a process, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[2])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def ours(groups: set[int], temp_dir: str) -> list[int]:
+    """Live (not zombie) processes this test started: in its process groups, or naming its Ray temp dir."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        stat = _stat(pid)
+        if stat and stat[0] not in "ZX" and (stat[1] in groups or temp_dir in _cmdline(pid)):
+            found.append(pid)
+    return found
+
+
+def stop(groups: set[int], temp_dir: str, grace_s: float = 10.0) -> None:
+    """SIGTERM the process groups we started (never `ray stop`, which stops every Ray on the machine), then SIGKILL
+    what is left of them."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in ours(groups, temp_dir):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while ours(groups, temp_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+@contextmanager
+def two_node_cluster():
+    """A Ray head offering {"fast": 100} and a second raylet offering {"slow": 100}, on this machine, with token
+    authentication (a fresh token in a temporary file, so ~/.ray is not touched), in their own temp dir and on free
+    ports, so neither collides with the session's local Ray (tests/conftest.py) nor with anyone else's."""
+    base = tempfile.mkdtemp(prefix="topo-rc-", dir="/tmp")  # short: Ray's unix socket paths must stay < 108 bytes
+    temp_dir = os.path.join(base, "ray")
+    token = Path(base, "auth_token")
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token), RAY_USAGE_STATS_ENABLED="0")
+    port = free_port()
+    common = ["--num-cpus=1", "--object-store-memory=150000000", f"--temp-dir={temp_dir}", "--disable-usage-stats",
+              "--include-log-monitor=false"]
+    nodes = [
+        ["--head", f"--port={port}", '--resources={"fast": 100}', "--dashboard-host=127.0.0.1",
+         f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}"],
+        [f"--address=127.0.0.1:{port}", '--resources={"slow": 100}'],
+    ]
+    groups: set[int] = set()
+    try:
+        for args in nodes:
+            proc = subprocess.Popen([str(RAY), "start", *args, *common, f"--dashboard-agent-listen-port={free_port()}"],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    start_new_session=True)  # the daemons it leaves stay in this process group
+            groups.add(proc.pid)
+            out, _ = proc.communicate(timeout=90)
+            assert proc.returncode == 0, out[-3000:]
+        yield f"127.0.0.1:{port}", env, base
+    finally:
+        stop(groups, temp_dir)
+        left = ours(groups, temp_dir)
+        shutil.rmtree(base, ignore_errors=True)
+        assert not left, f"Ray processes left running: {[_cmdline(p)[:120] for p in left]}"
+
+
+NODES_SCRIPT = """
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+print(json.dumps([{"id": n["NodeID"], "alive": n["Alive"], "resources": n["Resources"]} for n in ray.nodes()]))
+"""
+
+INTRUDER_SCRIPT = """
+import sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR")
+print("CONNECTED")
+"""
+
+
+def test_multi_node_run_pins_workers_to_the_nodes_offering_their_resource():
+    """Head = "fast", second raylet = "slow"; `--placement fast,fast,slow,slow` puts workers 0-1 on the head and 2-3
+    on the other node, the summary says so, and the run stays exact; a client with the wrong token is refused.
+    The topology runs in a subprocess because this pytest process may already hold a local Ray
+    (the ray_session fixture)."""
+    with two_node_cluster() as (address, env, base):
+        out_dir = Path(base, "run")
+        run = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", "ray", "--address", address,
+             "--placement", "fast,fast,slow,slow", "--workers", "4", "--sources", "2",
+             "--stream", "zipf:z=1.0,keys=1000,messages=20000,seed=1", "--out", str(out_dir),
+             "--json", "--quiet", "--no-plots"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wrong = Path(base, "wrong_token")
+        wrong.write_text("0" * 64)
+        intruder = subprocess.Popen(  # token authentication is on: a client with another token is turned away
+            [sys.executable, "-c", INTRUDER_SCRIPT, address], env={**env, "RAY_AUTH_TOKEN_PATH": str(wrong)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        listing = subprocess.run([sys.executable, "-c", NODES_SCRIPT, address], env=env, capture_output=True,
+                                 text=True, timeout=90)
+        stdout, stderr = run.communicate(timeout=150)
+        assert run.returncode == 0, stderr[-3000:]
+        intruder_out, intruder_err = intruder.communicate(timeout=120)
+        assert listing.returncode == 0, listing.stderr[-3000:]
+
+    assert intruder.returncode != 0 and "CONNECTED" not in intruder_out
+    assert re.search("token", intruder_err, re.IGNORECASE), intruder_err[-3000:]
+
+    nodes = [n for n in json.loads(listing.stdout.strip().splitlines()[-1]) if n["alive"]]
+    by_resource = {res: n["id"] for n in nodes for res in ("fast", "slow") if n["resources"].get(res)}
+    assert len(nodes) == 2 and by_resource["fast"] != by_resource["slow"]
+    assert "node:__internal_head__" in next(n for n in nodes if n["id"] == by_resource["fast"])["resources"]
+
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["exact"] is True
+    assert summary["tuples_processed"] == summary["tuples_in"] == 20000
+    placement = ["fast", "fast", "slow", "slow"]
+    for row in summary["per_worker"]:
+        assert row["node"]["ip"]
+        assert row["node"]["node_id"] == by_resource[placement[row["id"]]], row
+    assert summary["ray"]["address"] == address
