@@ -23,3 +23,18 @@ def spark():
     session = get_session("local[2]", app="tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def outputs(tmp_path_factory, ray_session):
+    """Every registered experiment run once in quick mode, by name: (its output directory, its numbers). The
+    deployment ones use the shared Ray session; tests of several files read the same runs."""
+    import experiments
+
+    done = {}
+    base = tmp_path_factory.mktemp("results")
+    for name in experiments.names():
+        out = base / name
+        out.mkdir()
+        done[name] = (out, experiments.get(name).run(out, True))
+    return done

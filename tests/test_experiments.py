@@ -7,23 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-import experiments
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def outputs(tmp_path_factory, ray_session):
-    """Run each experiment once (quick) and keep its numbers (the deployment ones on the shared Ray session)."""
-    done = {}
-    base = tmp_path_factory.mktemp("results")
-    for name in experiments.names():
-        out = base / name
-        out.mkdir()
-        done[name] = (out, experiments.get(name).run(out, True))
-    return done
 
 
 def test_every_experiment_writes_csv_png_and_markdown(outputs):
