@@ -66,3 +66,14 @@ def test_reproduce_lists_and_rejects_unknown_names(tmp_path):
                          text=True, timeout=120)
     assert bad.returncode == 2 and "unknown experiment" in bad.stderr and "Traceback" not in bad.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_table1_kg_grows_with_bins_and_the_bounded_strategies_stay_bounded(outputs):
+    rows = outputs["cg-table1"][1]
+    for trace in ("wp", "tw"):
+        kg, pkg = rows[f"{trace}:kg"], rows[f"{trace}:pkg"]
+        assert kg["10"] < kg["100"] < kg["1000"]
+        assert pkg["1000"] < kg["1000"] / 1.5  # two choices split the hot key, one does not
+        assert max(rows[f"{trace}:sg"].values()) < 1e-3 and max(rows[f"{trace}:potc"].values()) < 0.05
+        for bounded in ("porc", "chbl"):
+            assert max(rows[f"{trace}:{bounded}"].values()) <= 0.3 + 1e-3  # eps = 0.3 bounds it (up to rounding)
