@@ -1,0 +1,68 @@
+"""FISH paper (003) sweeps in quick mode: RQ1 (workers) and RQ2 (alpha, theta) directions."""
+
+from __future__ import annotations
+
+
+def _files(outputs, name: str, stems: tuple[str, ...], png: str, md: str) -> dict:
+    out, numbers = outputs[name]
+    for path in [out / f"{s}.csv" for s in stems] + [out / png, out / md]:
+        assert path.exists() and path.stat().st_size > 0, path
+    assert "Against the paper" in (out / md).read_text()
+    return numbers
+
+
+def _cell(rows: list[dict], **match) -> dict:
+    return next(r for r in rows if all(r[k] == v for k, v in match.items()))
+
+
+def test_workers_fish_balanced_while_pkg_grows(outputs):
+    numbers = _files(outputs, "fish-workers", ("workers",), "workers.png", "workers.md")
+    rows, ns = numbers["rows"], numbers["workers"]
+    for z in numbers["zs"]:
+        fish = [_cell(rows, z=z, workers=n, grouping="fish")["exec_vs_sg"] for n in ns]
+        pkg = [_cell(rows, z=z, workers=n, grouping="pkg")["exec_vs_sg"] for n in ns]
+        assert max(fish) < 1.05  # close to shuffle grouping at every worker count
+        assert pkg[-1] > pkg[0] and pkg[-1] > 2.0  # pkg falls behind as workers grow
+        assert pkg[-1] / fish[-1] > pkg[0] / fish[0]  # fish's advantage over pkg grows
+        big = ns[-1]
+        assert _cell(rows, z=z, workers=big, grouping="dc")["exec_vs_sg"] > fish[-1]
+
+
+def test_workers_fish_memory_far_below_sg(outputs):
+    numbers = outputs["fish-workers"][1]
+    rows = numbers["rows"]
+    for z in numbers["zs"]:
+        for n in numbers["workers"]:
+            fish = _cell(rows, z=z, workers=n, grouping="fish")["mem_vs_fg"]
+            sg = _cell(rows, z=z, workers=n, grouping="sg")["mem_vs_fg"]
+            assert 1.0 <= fish < 2.0
+            assert fish < 0.6 * sg
+        big = numbers["workers"][-1]
+        assert _cell(rows, z=z, workers=big, grouping="fish")["mem_vs_fg"] < (
+            _cell(rows, z=z, workers=big, grouping="wc")["mem_vs_fg"])
+
+
+def test_alpha_trade_off(outputs):
+    numbers = _files(outputs, "fish-params", ("alpha", "theta"), "params.png", "params.md")
+    rows = numbers["alpha"]
+    for z in numbers["zs"]:
+        for n in numbers["workers"]:
+            no_decay = _cell(rows, z=z, workers=n, alpha=1.0)
+            default = _cell(rows, z=z, workers=n, alpha=0.2)
+            forget = _cell(rows, z=z, workers=n, alpha=0.0)
+            # lifetime counting keeps stale hot keys: the new hot keys unbalance the load
+            assert no_decay["imbalance"] > 3 * default["imbalance"]
+            assert no_decay["exec_vs_sg"] > default["exec_vs_sg"]
+            # forgetting every epoch makes keys look hot briefly and spread: more memory
+            assert forget["mem_vs_fg"] > default["mem_vs_fg"]
+
+
+def test_theta_trade_off(outputs):
+    numbers = outputs["fish-params"][1]
+    rows = numbers["theta"]
+    lo, hi = min(numbers["zs"]), max(numbers["workers"])
+    order = ("2/n", "1/(2n)", "1/(4n)", "1/(8n)")
+    mem = [_cell(rows, z=lo, workers=hi, theta=t)["mem_vs_fg"] for t in order]
+    assert mem == sorted(mem) and mem[-1] > mem[0]  # lower theta, more keys hot, more memory
+    for r in rows:
+        assert r["exec_vs_sg"] < 1.05  # every theta stays near shuffle grouping's balance here
