@@ -8,7 +8,7 @@ import numpy as np
 
 import groupings
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.partitioning import _scores
+from experiments.partitioning import _scores, plot_b_and_m
 from experiments.registry import register
 from groupings import milp
 from groupings.adaptive import gedik_build as gb
@@ -68,23 +68,8 @@ def skew(out: Path, quick: bool) -> dict:
         rows.append(row)
     write_csv(out / "skew.csv", rows)
 
-    plt = pyplot()
-    fig, (ax_b, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for name in GEDIK_METHODS:
-        ax_b.plot(zs, [r[f"{name}_b"] for r in rows], "o-", ms=3, label=name)
-        ax_m.plot(zs, [r[f"{name}_m"] for r in rows], "o-", ms=3, label=name)
-    ax_b.axhline(1.0, color="black", ls=":", lw=1)
-    ax_b.set_ylabel("relative imbalance b (1 = within the targets)")
-    ax_m.set_ylabel("relative migration m (1 = ideal)")
-    ax_m.set_yscale("log")
-    for ax in (ax_b, ax_m):
-        ax.set_xlabel("Zipf exponent z")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"{keys_count:,} keys, N grown 1..{top}, LCL, alpha = 1.2, sigma = 0.1 (means over the steps)")
-    fig.tight_layout()
-    fig.savefig(out / "skew.png", dpi=110)
-    plt.close(fig)
+    plot_b_and_m(out / "skew.png", zs, rows, GEDIK_METHODS, "Zipf exponent z",
+                 f"{keys_count:,} keys, N grown 1..{top}, LCL, alpha = 1.2, sigma = 0.1 (means over the steps)")
 
     hi, lo = rows[-1], rows[0]
     best_build = min(gb.BUILDS, key=lambda b: hi[f"{b}_b"])

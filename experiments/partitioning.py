@@ -60,24 +60,29 @@ def scaling(out: Path, quick: bool) -> dict:
         name: {"b": float(np.mean([r[f"{name}_b"] for r in rows])), "m": float(np.mean([r[f"{name}_m"] for r in rows]))}
         for name in ("gedik", "uniform", "consistent")
     }
+    plot_b_and_m(out / "scaling.png", [r["channels"] for r in rows], rows, ("gedik", "uniform", "consistent"),
+                 "channels N", f"Zipf z = 1 over {keys_count:,} keys, channels added one at a time (LCL, alpha = 1.2)")
+    table = [{"method": k, "mean b": v["b"], "mean m": v["m"]} for k, v in means.items()]
+    (out / "scaling.md").write_text(markdown_table(table))
+    return means
+
+
+def plot_b_and_m(path: Path, xs: list, rows: list[dict], names, xlabel: str, title: str) -> None:
+    """Relative imbalance b and relative migration m (columns `<name>_b`, `<name>_m` of `rows`) against `xs`."""
     plt = pyplot()
     fig, (ax_b, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
-    ns = [r["channels"] for r in rows]
-    for name in ("gedik", "uniform", "consistent"):
-        ax_b.plot(ns, [r[f"{name}_b"] for r in rows], "o-", ms=3, label=name)
-        ax_m.plot(ns, [r[f"{name}_m"] for r in rows], "o-", ms=3, label=name)
+    for name in names:
+        ax_b.plot(xs, [r[f"{name}_b"] for r in rows], "o-", ms=3, label=name)
+        ax_m.plot(xs, [r[f"{name}_m"] for r in rows], "o-", ms=3, label=name)
     ax_b.axhline(1.0, color="black", ls=":", lw=1)
     ax_b.set_ylabel("relative imbalance b (1 = within the targets)")
     ax_m.set_ylabel("relative migration m (1 = ideal)")
     ax_m.set_yscale("log")
     for ax in (ax_b, ax_m):
-        ax.set_xlabel("channels N")
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(f"Zipf z = 1 over {keys_count:,} keys, channels added one at a time (LCL, alpha = 1.2)")
+    fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out / "scaling.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    table = [{"method": k, "mean b": v["b"], "mean m": v["m"]} for k, v in means.items()]
-    (out / "scaling.md").write_text(markdown_table(table))
-    return means

@@ -25,6 +25,23 @@ class MigrationLog:
     pause_s: float = 0.0  # total time workers spent paused for state transfer
     events: list[dict] = field(default_factory=list)  # one row per repartition: at, version, keys, pairs
 
+    def record(self, controller: Controller, keys: np.ndarray, old_version: int, workers: int, now: float,
+               per_key_s: float) -> tuple[int, np.ndarray]:
+        """Log a new version of `controller`: which of `keys` changed owner since `old_version`, and how long each
+        of `workers` pauses (both ends of a moved key pause `per_key_s`). Returns (keys moved, pause per worker)."""
+        old = np.asarray(controller.lookup(keys, old_version))
+        new = np.asarray(controller.lookup(keys, controller.version))
+        moved = old != new
+        count = int(moved.sum())
+        ends = np.bincount(old[moved], minlength=workers) + np.bincount(new[moved], minlength=workers)
+        pause_s = per_key_s * float(ends.sum())
+        if count:
+            self.migrations += 1
+            self.migrated_keys += count
+            self.pause_s += pause_s
+        self.events.append({"at_s": now, "version": controller.version, "keys": count, "pause_s": pause_s})
+        return count, per_key_s * ends
+
 
 class Controller(ABC):
     """One partitioning function shared by every source of a run, rebuilt from measurements each period."""

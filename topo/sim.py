@@ -347,23 +347,10 @@ class Simulation:
             fresh = np.unique(self.key_hash[self.seq[self._seen_upto : pool.size]])
             self._seen = np.union1d(self._seen, fresh)
             self._seen_upto = pool.size
-        old = np.asarray(ctl.lookup(self._seen, old_version))
-        new = np.asarray(ctl.lookup(self._seen, ctl.version))
-        moved = old != new
-        count = int(moved.sum())
-        row = {"at_s": now, "version": ctl.version, "keys": count, "pause_s": 0.0}
-        if count:
-            per_worker = np.bincount(old[moved], minlength=pool.workers) + np.bincount(
-                new[moved], minlength=pool.workers
-            )
-            per_key_s = self.spec.migration_ms_per_key / 1e3
-            for w in np.flatnonzero(per_worker):
-                pool.pause(int(w), now, per_key_s * float(per_worker[w]))
-            row["pause_s"] = per_key_s * float(per_worker.sum())
-            self.migrations.migrations += 1
-            self.migrations.migrated_keys += count
-            self.migrations.pause_s += row["pause_s"]
-        self.migrations.events.append(row)
+        _, pauses = self.migrations.record(ctl, self._seen, old_version, pool.workers, now,
+                                           self.spec.migration_ms_per_key / 1e3)
+        for w in np.flatnonzero(pauses):
+            pool.pause(int(w), now, float(pauses[w]))
 
     # --- tuples on the wire
 

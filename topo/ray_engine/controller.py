@@ -155,24 +155,12 @@ class ControlLoop:
 
     def _migrate(self, old_version: int, now: float) -> None:
         """Pause both ends of every key seen so far whose owner changed, per key moved."""
-        ctl, n = self.controller, len(self.workers)
-        old = np.asarray(ctl.lookup(self._seen, old_version))
-        new = np.asarray(ctl.lookup(self._seen, ctl.version))
-        moved = old != new
-        count = int(moved.sum())
-        row = {"at_s": now, "version": ctl.version, "keys": count, "pause_s": 0.0}
-        if count:
-            per_worker = np.bincount(old[moved], minlength=n) + np.bincount(new[moved], minlength=n)
-            per_key_s = self.spec.migration_ms_per_key / 1e3
-            for w in np.flatnonzero(per_worker[:n]).tolist():
-                self.workers[w].pause.remote(per_key_s * float(per_worker[w]))
-            row["pause_s"] = per_key_s * float(per_worker.sum())
-            self.migrations.migrations += 1
-            self.migrations.migrated_keys += count
-            self.migrations.pause_s += row["pause_s"]
-            if self.metrics is not None:
-                self.metrics.migrated(count)
-        self.migrations.events.append(row)
+        count, pauses = self.migrations.record(self.controller, self._seen, old_version, len(self.workers), now,
+                                               self.spec.migration_ms_per_key / 1e3)
+        for w in np.flatnonzero(pauses).tolist():
+            self.workers[w].pause.remote(float(pauses[w]))
+        if count and self.metrics is not None:
+            self.metrics.migrated(count)
 
     def report(self) -> dict:
         """The controller's stats, its migrations, and how often it stepped and pushed a version."""
