@@ -23,6 +23,26 @@ def stream(spec: str) -> Stream:
     return _STREAMS[spec]
 
 
+def words_stream(messages: int, seed: int = 7, lang: str = "en") -> Stream:
+    """Real words drawn with their wordfreq frequencies (the `words` dataset of `make_stream.py`, without Spark):
+    the stand-in for traces of words from text, such as the papers' Twitter and MemeTracker keys."""
+    name = f"words:{lang},{messages},{seed}"
+    if name not in _STREAMS:
+        from spark.streams_keys import word_keys  # pure numpy: importing it does not start Spark
+
+        words = word_keys(lang, seed=seed)
+        raw = words.sample(0, messages)
+        present = np.flatnonzero(np.bincount(raw, minlength=words.size))
+        names = words.names(present).astype(str)
+        order = np.argsort(names, kind="stable")
+        # dense ids over the sorted table of the words that occur, as every Stream has
+        remap = np.zeros(words.size, dtype=np.int64)
+        remap[present[order]] = np.arange(present.size)
+        meta = {**words.meta(), "spec": f"words:lang={lang},messages={messages},seed={seed}"}
+        _STREAMS[name] = Stream(remap[raw], names[order].astype(object), meta=meta)
+    return _STREAMS[name]
+
+
 def run(spec: TopologySpec) -> RunResult:
     """Simulate one topology on its (cached) stream."""
     return simulate(spec, stream(spec.stream))
