@@ -47,6 +47,11 @@ def latency_over_time(result: RunResult, windows: int = 40) -> tuple[np.ndarray,
     return (edges[:-1] + edges[1:]) / 2, p99
 
 
+def against_paper(rows: list[dict], note: str) -> str:
+    """The markdown section that puts our numbers next to the paper's: (claim, paper, ours) rows and a note."""
+    return "\n## Against the paper\n\n" + markdown_table(rows) + "\n" + note + "\n"
+
+
 def _summary_row(name: str, result: RunResult) -> dict:
     s = result.summary
     _, queues = series(result, "queue_len")
@@ -70,7 +75,8 @@ def _summary_row(name: str, result: RunResult) -> dict:
 )
 def heterogeneity(out: Path, quick: bool) -> dict:
     """Run kg, sg, pkg and cg on fast and slow workers; plot queues and p99 latency over time."""
-    base = fast_slow_topology(200_000 if quick else 1_000_000)
+    messages = 200_000 if quick else 1_000_000
+    base = fast_slow_topology(messages)
     results = {g: run(base.with_(grouping=g, params=cg_params(g, quick))) for g in ("kg", "sg", "pkg", "cg")}
     rows = [_summary_row(g, r) for g, r in results.items()]
     write_csv(out / "heterogeneity.csv", rows)
@@ -91,8 +97,36 @@ def heterogeneity(out: Path, quick: bool) -> dict:
     fig.tight_layout()
     fig.savefig(out / "heterogeneity.png", dpi=110)
     plt.close(fig)
-    (out / "heterogeneity.md").write_text(markdown_table(rows))
-    return {r["grouping"]: r for r in rows}
+    by = {r["grouping"]: r for r in rows}
+    growth = {g: _queue_growth(r) for g, r in results.items()}
+    for g, r in by.items():
+        r["queue_half_input"], r["queue_end_input"] = growth[g]
+    paper = [
+        {"claim": "kg's and sg's queues grow over time", "paper": "yes (Fig. 8, queue length)",
+         "ours": f"longest queue in the last fifth {by['kg']['max_queue_end']:,.0f} (kg), "
+                 f"{by['sg']['max_queue_end']:,.0f} (sg); longest queue halfway through the input and at its end: "
+                 + ", ".join(f"{growth[g][0]:,.0f} -> {growth[g][1]:,.0f} ({g})" for g in ("kg", "sg", "cg"))},
+        {"claim": "kg's and sg's latency grows; cg's stays low", "paper": "yes (Fig. 8, execution latency)",
+         "ours": f"p99 {by['kg']['p99_ms']:,.0f} ms (kg), {by['sg']['p99_ms']:,.0f} ms (sg), "
+                 f"{by['cg']['p99_ms']:.3g} ms (cg)"},
+        {"claim": "cg keeps max - min utilization near zero", "paper": "yes; high for kg and sg",
+         "ours": f"imbalance (load/capacity) {by['cg']['imbalance']:.3g} (cg) vs {by['kg']['imbalance']:.3g} (kg), "
+                 f"{by['sg']['imbalance']:.3g} (sg); cg's longest queue at the end {by['cg']['max_queue_end']:.0f}"},
+    ]
+    note = ("Differences: the paper gives curves, not numbers. A Zipf stream with the Wikipedia trace's p1 stands in "
+            f"for WP and the run is {messages:,} messages, not 22M; pkg, not in "
+            "the figure, behaves exactly as sg here: it balances counts, and neither knows the capacities.")
+    (out / "heterogeneity.md").write_text(markdown_table(rows) + against_paper(paper, note))
+    return by
+
+
+def _queue_growth(result: RunResult) -> tuple[float, float]:
+    """Longest worker queue halfway through the input and when it ends (after that the queues only drain)."""
+    t, q = series(result, "queue_len")
+    end = float(result.log.arrival_s.max())  # after it the queues only drain
+    longest = q.max(axis=0)
+    at = np.searchsorted(t, [end / 2, end], side="right") - 1
+    return float(longest[at[0]]), float(longest[at[1]])
 
 
 def offered_spread(result: RunResult, window_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -183,8 +217,22 @@ def capacity_change(out: Path, quick: bool) -> dict:
     fig.tight_layout()
     fig.savefig(out / "capacity_change.png", dpi=110)
     plt.close(fig)
-    (out / "capacity_change.md").write_text(markdown_table(rows))
-    return {r["grouping"]: r for r in rows}
+    by = {r["grouping"]: r for r in rows}
+    paper = [
+        {"claim": "cg adapts quickly after each change", "paper": "yes (Fig. 12; changes at 6M and 12M messages)",
+         "ours": f"spread back to its level before the change after {json.loads(by['cg']['recovery_messages'])} "
+                 f"messages ({json.loads(by['cg']['recovery_s'])} s) of {m // 3:,} per phase"},
+        {"claim": "the others stay unbalanced", "paper": "kg and sg: high max - min utilization throughout",
+         "ours": f"mean spread {by['sg']['mean_spread']:.3g} (sg), {by['pkg']['mean_spread']:.3g} (pkg) vs "
+                 f"{by['cg']['mean_spread']:.3g} (cg); p99 {by['sg']['p99_ms']:,.0f} ms (sg) vs "
+                 f"{by['cg']['p99_ms']:.3g} ms (cg)"},
+    ]
+    note = ("Differences: the paper gives curves, not numbers, and changes capacities at 6M and 12M of 18M messages "
+            f"with 100 virtual workers per worker; here at a third and two thirds of {m:,} messages with 10, since "
+            "our runs are shorter and converge faster with fewer (see cg-virtual-workers). kg, in the paper's "
+            "figure, is left out: its placement ignores capacities, as in cg-heterogeneity.")
+    (out / "capacity_change.md").write_text(markdown_table(rows) + against_paper(paper, note))
+    return by
 
 
 @register(
@@ -222,5 +270,26 @@ def drift(out: Path, quick: bool) -> dict:
     fig.tight_layout()
     fig.savefig(out / "drift.png", dpi=110)
     plt.close(fig)
-    (out / "drift.md").write_text(markdown_table(rows))
-    return {r["grouping"]: r for r in rows}
+    by = {r["grouping"]: r for r in rows}
+    fish, wc, dc, sg = by["fish"], by["wc"], by["dc"], by["sg"]
+    paper = [
+        {"claim": "fish close to sg in latency", "paper": "p50 7 ms, p99 562 ms on MT in Storm, close to sg",
+         "ours": f"p50 {fish['p50_ms']:.3g} ms, p99 {fish['p99_ms']:.3g} ms (sg {sg['p50_ms']:.3g}, "
+                 f"{sg['p99_ms']:.3g} ms)"},
+        {"claim": "fish's p99 below wc's", "paper": "76.34% lower (average 87.12% lower)",
+         "ours": f"{1 - fish['p99_ms'] / wc['p99_ms']:.2%} lower"},
+        {"claim": "fish's throughput vs wc and dc", "paper": "1.32x wc, 1.48x dc",
+         "ours": f"{fish['throughput_tps'] / wc['throughput_tps']:.3g}x wc, "
+                 f"{fish['throughput_tps'] / dc['throughput_tps']:.3g}x dc"},
+        {"claim": "fish's memory vs sg", "paper": "as low as 3.34% of sg at z = 1.0, under 16% overall",
+         "ours": f"{fish['replication'] / sg['replication']:.1%} of sg's key copies "
+                 f"({fish['replication']:.3g} vs {sg['replication']:.3g} per key)"},
+    ]
+    note = ("Differences: a drifting Zipf stream (z = 1.4, 100k keys, hot keys re-ranked every tenth) stands in for "
+            "MemeTracker and Amazon, simulated at 85% load instead of a saturated Storm cluster: the input rate caps "
+            "throughput, so it only drops for groupings that fall behind (dc, pkg), and wc keeps up here. Memory is "
+            "counted as key copies per key. sg's copies are bounded by the messages per key: most of 100k keys "
+            "occur only a few times in this stream, so sg holds about 4 copies per key here against the paper's "
+            "15x to 88x of fg's memory, and fish's share of sg's cannot fall as low as 3.34%.")
+    (out / "drift.md").write_text(markdown_table(rows) + against_paper(paper, note))
+    return by
