@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reproduce a headline experiment of the papers: `--list` names them, NAME runs one into results/NAME/."""
+"""Reproduce headline experiments of the papers: `--list` names them, NAME runs one into results/NAME/, `--all`
+runs every one."""
 
 from __future__ import annotations
 
@@ -16,39 +17,72 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a 
 import experiments  # noqa: E402
 
 
+def run_one(exp: experiments.Experiment, parent: Path, quick: bool) -> Path:
+    """Run `exp` into parent/NAME/, which appears whole (with numbers.json) or not at all."""
+    out = parent / exp.name
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{exp.name}.", dir=parent))
+    try:
+        numbers = exp.run(tmp, quick)
+        (tmp / "numbers.json").write_text(json.dumps(numbers, indent=2, default=float) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("name", nargs="?", help="experiment to run (see --list)")
+    p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run, in order (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and what each reproduces")
-    p.add_argument("--quick", action="store_true", help="reduced size: seconds instead of minutes")
-    p.add_argument("--out", default="results", help="parent directory of the experiment's folder (default: results)")
+    p.add_argument("--all", action="store_true", help="run every experiment (full mode: about an hour on 2 cores)")
+    p.add_argument("--quick", action="store_true", help="reduced size: seconds per experiment instead of minutes")
+    p.add_argument("--out", default="results", help="parent directory of each experiment's folder (default: results)")
     args = p.parse_args(argv)
-    if args.list or not args.name:
+    if args.list or not (args.names or args.all):
         for name in experiments.names():
             e = experiments.get(name)
             print(f"{name:22s} {e.paper}\n{'':22s} claim: {e.claim}")
         return 0
-    try:
-        exp = experiments.get(args.name)
+    if args.all and args.names:
+        print("reproduce.py: error: give experiment names or --all, not both", file=sys.stderr)
+        return 2
+    try:  # every name is checked before anything runs, so a typo writes nothing
+        chosen = [experiments.get(n) for n in (experiments.names() if args.all else args.names)]
     except ValueError as exc:
         print(f"reproduce.py: error: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.out) / exp.name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{exp.name}.", dir=out.parent))
-    clock = time.perf_counter()
-    try:
-        numbers = exp.run(tmp, args.quick)
-        (tmp / "numbers.json").write_text(json.dumps(numbers, indent=2, default=float) + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)  # the folder appears whole or not at all
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    print(f"{exp.name}: {exp.paper}")
-    for table in sorted(out.glob("*.md")):
-        print(table.read_text())
-    print(f"written to {out}/ in {time.perf_counter() - clock:.1f} s")
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    done: list[tuple[str, float, Path]] = []
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("experiments"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task("", total=len(chosen))
+        for exp in chosen:
+            bar.update(task, description=f"{exp.name}{' (quick)' if args.quick else ''}")
+            clock = time.perf_counter()
+            out = run_one(exp, Path(args.out), args.quick)
+            done.append((exp.name, time.perf_counter() - clock, out))
+            bar.advance(task)
+    if len(done) == 1:
+        name, seconds, out = done[0]
+        print(f"{name}: {experiments.get(name).paper}")
+        for table in sorted(out.glob("*.md")):
+            print(table.read_text())
+        print(f"written to {out}/ in {seconds:.1f} s")
+        return 0
+    summary = Table(title=f"{len(done)} experiments{' (quick)' if args.quick else ''}")
+    for col in ("experiment", "seconds", "tables (markdown)"):
+        summary.add_column(col)
+    for name, seconds, out in done:
+        summary.add_row(name, f"{seconds:.1f}", ", ".join(str(t) for t in sorted(out.glob("*.md"))))
+    Console().print(summary)
     return 0
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from groupings.adaptive import gedik_build as gb
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -14,6 +16,8 @@ def test_every_experiment_writes_csv_png_and_markdown(outputs):
     for name, (out, numbers) in outputs.items():
         assert list(out.glob("*.csv")) and list(out.glob("*.png")) and list(out.glob("*.md")), name
         assert numbers, name
+        # the contract: our numbers next to the paper's
+        assert any("paper" in md.read_text().lower() for md in out.glob("*.md")), name
 
 
 def test_heterogeneity_cg_beats_kg_and_sg(outputs):
@@ -21,6 +25,10 @@ def test_heterogeneity_cg_beats_kg_and_sg(outputs):
     cg, kg, sg = rows["cg"], rows["kg"], rows["sg"]
     assert cg["p99_ms"] < kg["p99_ms"] / 2 and cg["p99_ms"] < sg["p99_ms"]
     assert cg["imbalance"] < 0.2
+    # Fig. 8: kg's and sg's queues keep growing while the input lasts; cg's stay short
+    for g in ("kg", "sg"):
+        assert rows[g]["queue_end_input"] > 1.5 * rows[g]["queue_half_input"]
+    assert cg["queue_end_input"] < 0.01 * kg["queue_end_input"]
     assert cg["max_queue_end"] < sg["max_queue_end"] / 10 and cg["max_queue_end"] < kg["max_queue_end"] / 10
     assert all(r["exact"] for r in rows.values())
 
@@ -46,6 +54,12 @@ def test_gedik_balances_better_and_migrates_like_consistent_hashing(outputs):
     assert means["gedik"]["b"] < means["uniform"]["b"] and means["gedik"]["b"] < means["consistent"]["b"]
     assert means["gedik"]["m"] < 1.5 * means["consistent"]["m"]
     assert means["uniform"]["m"] > 2 * means["gedik"]["m"]
+    for build in gb.BUILDS:  # every build, not only the default, beats both hashes on balance
+        assert means[build]["b"] < min(means["uniform"]["b"], means["consistent"]["b"])
+    rows = means["rows"]
+    # Fig. 6: uniform hashing migrates more as N grows, and consistent hashing loses balance
+    assert rows[-1]["uniform_m"] > 2 * rows[0]["uniform_m"]
+    assert rows[-1]["consistent_b"] > rows[0]["consistent_b"]
 
 
 def test_ray_deployment_cg_beats_kg_on_capped_workers(outputs):
@@ -66,6 +80,23 @@ def test_reproduce_lists_and_rejects_unknown_names(tmp_path):
                          text=True, timeout=120)
     assert bad.returncode == 2 and "unknown experiment" in bad.stderr and "Traceback" not in bad.stderr
     assert list(tmp_path.iterdir()) == []
+    # a typo among several names: checked before anything runs, so nothing is written
+    mixed = subprocess.run([sys.executable, str(script), "cg-sources", "nope", "--out", str(tmp_path)],
+                           capture_output=True, text=True, timeout=120)
+    assert mixed.returncode == 2 and "'nope'" in mixed.stderr and list(tmp_path.iterdir()) == []
+    both = subprocess.run([sys.executable, str(script), "--all", "cg-sources"], capture_output=True, text=True,
+                          timeout=120)
+    assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_reproduce_runs_several_and_summarises(tmp_path):
+    script = ROOT / "scripts" / "reproduce.py"
+    done = subprocess.run([sys.executable, str(script), "cg-sources", "gedik-scaling", "--quick", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cg-sources", "gedik-scaling"]  # no temporary left
+    for name in ("cg-sources", "gedik-scaling"):
+        assert name in done.stdout and json.loads((tmp_path / name / "numbers.json").read_text())
 
 
 def test_table1_kg_grows_with_bins_and_the_bounded_strategies_stay_bounded(outputs):
