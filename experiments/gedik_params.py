@@ -1,0 +1,348 @@
+"""Gedik's builds against hashing under other resource functions (000, Fig. 3) and thresholds sigma (Fig. 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from experiments.common import markdown_table, pyplot, write_csv
+from experiments.gedik_albic import GEDIK_METHODS, _grow, _grow_steps, _zipf
+from experiments.registry import register
+from groupings.adaptive import gedik_build as gb
+
+RESOURCE_SETS = ("CCL", "LCL", "LLL", "LQL")  # beta_s beta_c beta_n, as in the paper's Table 1
+HASHES = ("uniform", "consistent")
+
+
+def _keys(count: int, seed: int) -> np.ndarray:
+    """`count` random 64-bit key hashes; one seed per run (seed 5 gives gedik-skew's keys)."""
+    return np.random.default_rng(seed).integers(0, 2**64 - 1, count, dtype=np.uint64, endpoint=True)
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+# --- Fig. 3: resource functions at z = 1 -----------------------------------------------------------------------------
+
+
+def resource_scores(keys_count: int, top: int, runs: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Per resource functions and method: b, m and b_s, b_c, b_n averaged over the growth steps N = 2..top, the
+    same at N = top, each then averaged over `runs` key sets (the paper reports means of 5 runs)."""
+    pmf = _zipf(keys_count, 1.0)
+    acc: dict[str, dict[str, dict[str, float]]] = {
+        res: {name: {} for name in GEDIK_METHODS} for res in RESOURCE_SETS
+    }
+    for run in range(runs):
+        keys = _keys(keys_count, 5 + run)
+        for res in RESOURCE_SETS:
+            steps = _grow_steps(pmf, keys, top, gb.parse_resources(res))
+            for name, rows in steps.items():
+                got = {k: float(np.mean([r[k] for r in rows])) for k in ("b", "m", "b_s", "b_c", "b_n")}
+                got |= {f"{k}_at_top": float(rows[-1][k]) for k in ("b", "m", "b_c")}
+                for k, v in got.items():
+                    acc[res][name][k] = acc[res][name].get(k, 0.0) + v / runs
+    return acc
+
+
+def _bars(path: Path, scores: dict, title: str) -> None:
+    """Grouped bars: b (left) and m on a log scale (right), one group per resource functions, one bar per method."""
+    plt = pyplot()
+    fig, (ax_b, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
+    width = 0.8 / len(GEDIK_METHODS)
+    xs = np.arange(len(RESOURCE_SETS))
+    for i, name in enumerate(GEDIK_METHODS):
+        at = xs - 0.4 + width * (i + 0.5)
+        ax_b.bar(at, [scores[res][name]["b"] for res in RESOURCE_SETS], width, label=name)
+        ax_m.bar(at, [scores[res][name]["m"] for res in RESOURCE_SETS], width, label=name)
+    ax_b.axhline(1.0, color="black", ls=":", lw=1)
+    ax_m.axhline(1.0, color="black", ls=":", lw=1)
+    ax_b.set_ylabel("relative imbalance b (1 = within the targets)")
+    ax_b.set_yscale("log")  # LQL's b is several times the others'; a log axis keeps CCL..LLL readable
+    ax_m.set_ylabel("relative migration m (1 = ideal)")
+    ax_m.set_yscale("log")
+    for ax in (ax_b, ax_m):
+        ax.set_xticks(xs, RESOURCE_SETS)
+        ax.set_xlabel("resource functions (beta_s beta_c beta_n)")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@register(
+    "gedik-resources",
+    "Gedik (000), Fig. 3: resource functions CCL, LCL, LLL, LQL at Zipf z = 1, N grown to 10",
+    "uniform hashing migrates several times the ideal on every resource combination while the builds and "
+    "consistent hashing stay near it; every build balances better than both hashes; Scan and Redist are "
+    "indistinguishable; balance gets harder from CCL to LCL, LLL and LQL, where the relative computation imbalance "
+    "stays far above 1 for every method",
+)
+def resources(out: Path, quick: bool) -> dict:
+    """b and m (means over the growth steps and runs) per resource functions for the builds and both hashes."""
+    keys_count, top, runs = (20_000, 8, 5) if quick else (1_000_000, 10, 5)
+    scores = resource_scores(keys_count, top, runs)
+    rows = [{"resources": res, "method": name, **scores[res][name]} for res in RESOURCE_SETS for name in GEDIK_METHODS]
+    write_csv(out / "resources.csv", rows)
+    _bars(out / "resources.png", scores,
+          f"Zipf z = 1 over {keys_count:,} keys, N grown 1..{top}, alpha = 1.2, sigma = 0.1 "
+          f"(means over the steps and {runs} runs)")
+
+    paper = {  # Fig. 3's numbers as the text states them (LLL); the other cells are only drawn in the radar charts
+        ("LLL", "scan"): "b 1.32, m 1.23",
+        ("LLL", "redist"): "b 1.32, m 1.23",
+        ("LLL", "readj"): "b ~1.2 (lowest), m 1.34",
+        ("LLL", "uniform"): "b 1.55, m > 8",
+        ("LLL", "consistent"): "b 1.75 (worst), lowest m",
+        ("LQL", "scan"): "b_c in the 30s",
+        ("LQL", "redist"): "b_c in the 30s",
+        ("LQL", "readj"): "b_c in the 30s",
+        ("LQL", "consistent"): "b_c out of control",
+    }
+    table = [
+        {
+            "resources": r["resources"],
+            "method": r["method"],
+            "b": r["b"],
+            "m": r["m"],
+            f"b at N={top}": r["b_at_top"],
+            f"m at N={top}": r["m_at_top"],
+            f"b_c at N={top}": r["b_c_at_top"],
+            "paper (Fig. 3)": paper.get((r["resources"], r["method"]), ""),
+        }
+        for r in rows
+    ]
+
+    def s(res: str, name: str, k: str = "b") -> float:
+        return scores[res][name][k]
+
+    builds_lead = all(s(res, b) < min(s(res, h) for h in HASHES) for res in RESOURCE_SETS for b in gb.BUILDS)
+    harder = all(s("CCL", n) < s("LCL", n) < s("LLL", n) < s("LQL", n) for n in GEDIK_METHODS)
+    least_m = {res: min(GEDIK_METHODS, key=lambda n, res=res: s(res, n, "m")) for res in RESOURCE_SETS}
+    readj_lowest = all(s(res, "readj") <= min(s(res, "scan"), s(res, "redist")) for res in RESOURCE_SETS)
+    twins = max(abs(s(res, "scan", k) / s(res, "redist", k) - 1) for res in RESOURCE_SETS for k in ("b", "m"))
+    checks = [
+        {"paper": "uniform hash migrates > 8x the ideal",
+         "ours": f"uniform m {min(s(r, 'uniform', 'm') for r in RESOURCE_SETS):.2f}-"
+                 f"{max(s(r, 'uniform', 'm') for r in RESOURCE_SETS):.2f} (mean over steps), "
+                 f"{s('LCL', 'uniform', 'm_at_top'):.2f} at N = {top}",
+         "matches": "direction (see note)"},
+        {"paper": "consistent hash: lowest m, sometimes < 1",
+         "ours": ", ".join(f"{r} {s(r, 'consistent', 'm'):.2f} (lowest: {least_m[r]} {s(r, least_m[r], 'm'):.2f})"
+                           for r in RESOURCE_SETS),
+         "matches": _yes(all(n == "consistent" for n in least_m.values()))
+         + f"; consistent m < 1 on {sum(s(r, 'consistent', 'm') < 1 for r in RESOURCE_SETS)} of 4"},
+        {"paper": "consistent hash balances worst: LLL b 1.75 vs 1.55 for uniform",
+         "ours": f"LLL b {s('LLL', 'consistent'):.2f} vs {s('LLL', 'uniform'):.2f}",
+         "matches": _yes(s("LLL", "consistent") > s("LLL", "uniform")) + " (the order varies with the key set)"},
+        {"paper": "the builds balance better than both hashes",
+         "ours": ", ".join(f"{r} {min(s(r, b) for b in gb.BUILDS):.2f}-{max(s(r, b) for b in gb.BUILDS):.2f} vs "
+                           f"{min(s(r, h) for h in HASHES):.2f}" for r in RESOURCE_SETS),
+         "matches": _yes(builds_lead)},
+        {"paper": "linear and quadratic resources are harder to balance",
+         "ours": "b rises CCL < LCL < LLL < LQL for every method", "matches": _yes(harder)},
+        {"paper": "Readj has the lowest b everywhere (LLL ~1.2 vs 1.32)",
+         "ours": ", ".join(f"{r} {s(r, 'readj'):.3f} vs {min(s(r, 'scan'), s(r, 'redist')):.3f}"
+                           for r in RESOURCE_SETS),
+         "matches": _yes(readj_lowest)},
+        {"paper": "Readj migrates more (LLL 1.34 vs 1.23)",
+         "ours": f"LLL {s('LLL', 'readj', 'm'):.2f} vs {s('LLL', 'redist', 'm'):.2f}",
+         "matches": _yes(s("LLL", "readj", "m") > s("LLL", "redist", "m"))},
+        {"paper": "Redist and Scan indistinguishable",
+         "ours": f"b and m within {100 * twins:.1f}% of each other", "matches": _yes(twins < 0.03)},
+        {"paper": "LQL at z = 1: computation imbalance in the 30s for all methods",
+         "ours": f"b_c at N = {top}: builds {min(s('LQL', b, 'b_c_at_top') for b in gb.BUILDS):.0f}-"
+                 f"{max(s('LQL', b, 'b_c_at_top') for b in gb.BUILDS):.0f}, hashes "
+                 f"{min(s('LQL', h, 'b_c_at_top') for h in HASHES):.0f}-"
+                 f"{max(s('LQL', h, 'b_c_at_top') for h in HASHES):.0f}",
+         "matches": _yes(min(s("LQL", name, "b_c_at_top") for name in GEDIK_METHODS) > 5)},
+    ]
+    size_note = "the paper's |D| = 10^6" if keys_count == 1_000_000 else f"{keys_count:,} keys (paper: 10^6, quick run)"
+    lll = {name: scores["LLL"][name] for name in GEDIK_METHODS}
+    lql_bc = [scores["LQL"][b]["b_c_at_top"] for b in gb.BUILDS]
+    note = (
+        f"\nOurs: {size_note}, Zipf z = 1, N grown 1..{top} one channel at a time with a rebuild each step, "
+        f"alpha = 1.2, sigma = 0.1, U^APM, {runs} runs (different key hashes) averaged like the paper's 5. b and m "
+        f"are means over the growth steps N = 2..{top}; the `at N={top}` columns are the last step. b_c is the "
+        "relative computation imbalance r_c / alpha_c (the radar charts' computation axis).\n\n"
+        f"For Scan and Redist the paper's LLL numbers (b 1.32, m 1.23) compare with our last step, N = {top}: "
+        f"b {lll['scan']['b_at_top']:.2f} / {lll['redist']['b_at_top']:.2f} and m {lll['scan']['m_at_top']:.2f} / "
+        f"{lll['redist']['m_at_top']:.2f}. With the paper's sizes (the full run) they nearly coincide, which "
+        "suggests Fig. 3 shows the function after growing to N = 10; our means over the steps are lower because "
+        "small N is easier to balance.\n\n"
+        "Where and why ours differs: (1) our uniform hash is Lemire's multiply-shift over a 64-bit hash, so adding "
+        "the N-th channel moves about half of the keys (m about N / 2 per step, "
+        f"{lll['uniform']['m_at_top']:.2f} at N = {top}), while the paper's uniform hash moves nearly all of them "
+        "(m about N - 1, its > 8x at N = 10); both are far above the ideal. (2) Readj: ours keeps more of the old "
+        "mapping than Scan and Redist, which place every tracked key afresh; it stops as soon as no move or swap "
+        "lowers U^APM(rho, gamma), so its m stays below 1 (below consistent hashing's too) and its b ends level "
+        "with or slightly above theirs. The paper shows the opposite trade (LLL: b 1.2 vs 1.32, m 1.34 vs 1.23); "
+        "we have not found which detail of its Readj causes that, and do not assert it. (3) The hashes' b depends "
+        "on where the few heaviest keys land, so whether consistent or uniform hashing balances worse on LLL "
+        f"changes between sets of key hashes (ours: consistent {lll['consistent']['b']:.2f} vs uniform "
+        f"{lll['uniform']['b']:.2f} on the mean; paper 1.75 vs 1.55); both stay well above every build, which we "
+        "assert. Consistent hashing's m is near 1 (below it only where the heaviest keys stay put). (4) LQL at "
+        "z = 1 is neither degenerate nor slow here: the refined threshold delta' tracks the same ~40-50 keys as "
+        "LCL, but the top key alone carries about 60% of the quadratic load, so no placement brings the "
+        "computation imbalance near alpha and it grows with N (b_c of the builds "
+        f"{min(lql_bc):.0f}-{max(lql_bc):.0f} at N = {top}; paper: in the 30s at N = 10); we keep z = 1 "
+        "as Fig. 3 does (Fig. 4 restricts LQL to z in [0.25, 0.5] for that reason).\n"
+    )
+    (out / "resources.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)
+    return {
+        "keys": keys_count,
+        "top": top,
+        "runs": runs,
+        **{res: {name: dict(scores[res][name]) for name in GEDIK_METHODS} for res in RESOURCE_SETS},
+    }
+
+
+# --- Fig. 5: the tracking threshold scaler sigma ---------------------------------------------------------------------
+
+
+def sigma_scores(keys_count: int, top: int, sigmas: tuple[float, ...], sets: tuple[str, ...], seed: int = 5) -> dict:
+    """Per resource functions and method: b and m (means over the growth steps) at each sigma, z = 1."""
+    pmf, keys = _zipf(keys_count, 1.0), _keys(keys_count, seed)
+    out: dict = {}
+    for res in sets:
+        kinds = gb.parse_resources(res)
+        per = [_grow(pmf, keys, top, kinds, sigma=s) for s in sigmas]
+        out[res] = {name: {"b": [p[name][0] for p in per], "m": [p[name][1] for p in per]} for name in GEDIK_METHODS}
+    return out
+
+
+def _sigma_plot(path: Path, sigmas: tuple[float, ...], scores: dict, title: str) -> None:
+    """One row per resource functions: b and m (log) of the builds against sigma (log), hashes as flat lines."""
+    plt = pyplot()
+    sets = list(scores)
+    fig, axes = plt.subplots(len(sets), 2, figsize=(12, 4 * len(sets)), squeeze=False)
+    for (ax_b, ax_m), res in zip(axes, sets, strict=True):
+        for name in gb.BUILDS:
+            ax_b.plot(sigmas, scores[res][name]["b"], "o-", ms=3, label=name)
+            ax_m.plot(sigmas, scores[res][name]["m"], "o-", ms=3, label=name)
+        for name, style in zip(HASHES, ("--", "-."), strict=True):  # they do not track keys: sigma cannot move them
+            ax_b.axhline(scores[res][name]["b"][0], color="gray", ls=style, lw=1, label=f"{name} hash")
+            ax_m.axhline(scores[res][name]["m"][0], color="gray", ls=style, lw=1, label=f"{name} hash")
+        ax_b.axhline(1.0, color="black", ls=":", lw=1)
+        ax_b.set_ylabel(f"{res}: relative imbalance b")
+        ax_m.set_ylabel(f"{res}: relative migration m (1 = ideal)")
+        ax_m.set_yscale("log")
+        for ax in (ax_b, ax_m):
+            ax.set_xscale("log")
+            ax.set_xlabel("frequency threshold scaler sigma")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@register(
+    "gedik-sigma",
+    "Gedik (000), Fig. 5: sigma from 0.01 to 1, z = 1, N grown to 10, LCL and LQL",
+    "lower sigma gives lower imbalance (every build) but higher migration (Scan and Redist); Redist migrates "
+    "less than Scan; Readj's balance relative to Scan and Redist is worst at the lowest sigma, where it balances "
+    "worse than both (LCL); on LQL the imbalance rises through sigma in [0.25, 0.5]",
+)
+def sigma(out: Path, quick: bool) -> dict:
+    """b and m of Scan, Redist and Readj against sigma for LCL and LQL; the hashes as reference lines."""
+    if quick:
+        keys_count, top, sigmas = 20_000, 8, (0.02, 0.1, 0.25, 0.5, 1.0)
+    else:
+        keys_count, top, sigmas = 1_000_000, 10, (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0)
+    sets = ("LCL", "LQL")
+    scores = sigma_scores(keys_count, top, sigmas, sets)
+    rows = [
+        {"resources": res, "sigma": s, **{f"{name}_{k}": scores[res][name][k][i]
+                                          for name in GEDIK_METHODS for k in ("b", "m")}}
+        for res in sets
+        for i, s in enumerate(sigmas)
+    ]
+    write_csv(out / "sigma.csv", rows)
+    _sigma_plot(out / "sigma.png", sigmas, scores,
+                f"Zipf z = 1 over {keys_count:,} keys, N grown 1..{top}, alpha = 1.2 (means over the steps)")
+
+    mid = sigmas.index(0.25)
+    show = sorted({0, sigmas.index(0.1), mid, sigmas.index(0.5), len(sigmas) - 1})
+    paper = {
+        "scan": "b falls, m rises as sigma falls; worst m of the three",
+        "redist": "b falls, m rises as sigma falls; best m of the three",
+        "readj": "slightly lowest b mid-range (LCL); loses that at very low sigma",
+        "uniform": "unaffected; worst m",
+        "consistent": "unaffected; best m",
+    }
+    table = []
+    for res in sets:
+        for name in GEDIK_METHODS:
+            row: dict = {"resources": res, "method": name}
+            for k in ("b", "m"):
+                row |= {f"{k} at sigma={sigmas[i]:g}": scores[res][name][k][i] for i in show}
+            row["paper (Fig. 5)"] = paper[name]
+            table.append(row)
+
+    def at(res: str, name: str, k: str, i: int) -> float:
+        return scores[res][name][k][i]
+
+    lo, hi = 0, len(sigmas) - 1
+    # Readj's balance against Redist's per sigma: below 1 where Readj has the edge
+    readj_vs = [at("LCL", "readj", "b", i) / at("LCL", "redist", "b", i) for i in range(len(sigmas))]
+    falls = all(at(r, b, "b", lo) < at(r, b, "b", hi) for r in sets for b in gb.BUILDS)
+    rises = all(at(r, b, "m", lo) > at(r, b, "m", hi) for r in sets for b in ("scan", "redist"))
+    redist_m = float(np.mean(scores["LCL"]["redist"]["m"][:mid + 1]))
+    scan_m = float(np.mean(scores["LCL"]["scan"]["m"][:mid + 1]))
+    jump = [at("LQL", b, "b", sigmas.index(0.5)) / at("LQL", b, "b", mid) for b in gb.BUILDS]
+    top_step = {b: int(np.argmax(np.diff(scores["LQL"][b]["b"]))) for b in gb.BUILDS}  # b rises most after this
+    inside = all(0.25 <= sigmas[i] and sigmas[i + 1] <= 0.5 for i in top_step.values())
+    biggest = {b: f"{sigmas[i]:g}->{sigmas[i + 1]:g}" for b, i in top_step.items()}
+    checks = [
+        {"paper": "lower sigma: lower imbalance (all builds)",
+         "ours": ", ".join(f"{r} {b} {at(r, b, 'b', lo):.2f} -> {at(r, b, 'b', hi):.2f}"
+                           for r in sets for b in gb.BUILDS),
+         "matches": _yes(falls)},
+        {"paper": "lower sigma: higher migration",
+         "ours": ", ".join(f"{r} {b} {at(r, b, 'm', lo):.2f} -> {at(r, b, 'm', hi):.2f}"
+                           for r in sets for b in gb.BUILDS),
+         "matches": _yes(rises) + " for Scan and Redist; Readj's m stays flat below 1"},
+        {"paper": "Redist best m, Scan worst (of the builds)",
+         "ours": f"LCL mean m for sigma <= 0.25: redist {redist_m:.3f}, scan {scan_m:.3f}, readj "
+                 f"{float(np.mean(scores['LCL']['readj']['m'][:mid + 1])):.3f}",
+         "matches": _yes(redist_m <= scan_m) + " for Redist vs Scan; Readj migrates least here"},
+        {"paper": "Readj slightly lowest b mid-range (LCL)",
+         "ours": f"sigma 0.25: readj {at('LCL', 'readj', 'b', mid):.3f} vs "
+                 f"{min(at('LCL', b, 'b', mid) for b in ('scan', 'redist')):.3f}",
+         "matches": _yes(at("LCL", "readj", "b", mid) < min(at("LCL", b, "b", mid) for b in ("scan", "redist")))},
+        {"paper": "Readj loses its advantage at very low sigma",
+         "ours": f"sigma {sigmas[lo]:g}: readj {at('LCL', 'readj', 'b', lo):.3f} vs "
+                 f"{min(at('LCL', b, 'b', lo) for b in ('scan', 'redist')):.3f}; readj / redist b "
+                 f"{readj_vs[lo]:.3f} there, {min(readj_vs):.3f} at best (sigma {sigmas[int(np.argmin(readj_vs))]:g})",
+         "matches": _yes(at("LCL", "readj", "b", lo) > max(at("LCL", b, "b", lo) for b in ("scan", "redist"))
+                         and readj_vs[lo] == max(readj_vs))},
+        {"paper": "LQL: imbalance jumps for sigma in [0.25, 0.5]",
+         "ours": "b(0.5) / b(0.25): " + ", ".join(f"{b} {j:.2f}" for b, j in zip(gb.BUILDS, jump, strict=True))
+                 + "; largest step " + ", ".join(f"{b} {v}" for b, v in biggest.items()),
+         "matches": ("yes, the largest step of b lies inside" if inside else "rises, but the largest step is not "
+                     "inside") if min(jump) > 1.0 else "no"},
+    ]
+    size_note = "the paper's |D| = 10^6" if keys_count == 1_000_000 else f"{keys_count:,} keys (paper: 10^6, quick run)"
+    note = (
+        f"\nOurs: {size_note}, Zipf z = 1, N grown 1..{top} one channel at a time with a rebuild each step, "
+        f"alpha = 1.2, U^APM, one run (paper: mean of 5; the sweep over {len(sigmas)} sigmas and two resource "
+        "combinations is the cost), b and m means over the growth steps. Uniform and consistent hashing track "
+        "no keys, so sigma leaves them unchanged (the flat lines in the figure).\n\n"
+        "How ours differs: the direction of Fig. 5 holds for Scan and Redist (more tracked keys at low sigma buy "
+        "balance with migration), and Readj's mid-range edge and its loss at very low sigma appear on LCL. Our "
+        "Readj keeps more of the old mapping than Scan and Redist (it stops once no move or swap lowers "
+        "U^APM(rho, gamma)), so its migration stays below the ideal at every sigma and below Redist's, unlike "
+        "the paper where Redist has the best migration of the three (Redist vs Scan does match; see "
+        "gedik-resources). For LQL the refined delta' tracks the "
+        "same keys as LCL up to sigma = 0.4 and a few more above (the paper also saw equal explicit-hash sizes), "
+        "so sigma changes LQL's balance only through the heaviest keys; the imbalance rises across [0.25, 0.5] "
+        "where the last few heavy keys drop out of the explicit hash, a sharp jump with 10^6 keys and a "
+        "smoother rise with the quick run's 20,000.\n\n"
+    )
+    (out / "sigma.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)
+    return {"keys": keys_count, "top": top, "sigma": list(sigmas), **scores}
