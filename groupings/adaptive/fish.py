@@ -19,6 +19,10 @@ Choices where the paper is silent or ambiguous:
       (Algorithm 2 as printed). M_k lives with the key's counter: a key evicted by ReplaceMin forgets it, and
       the key taking over the counter starts from nothing. Since candidates are a prefix of the key's walk,
       a smaller d only narrows the key to workers that already hold its state.
+    * Ablations of the hot-key strategy (`chk` false): every hot key takes all n workers (W-Choices), or with
+      `d_hot` > 0 the same fixed d_hot (D-Choices' strategy, capped at n; the caller picks d, for instance with
+      `groupings.dchoices.find_optimal_choices` on the head frequencies). No M_k is kept for either, since the
+      whole head shares one d; cold keys still take 2. `d_hot` with `chk` true is refused rather than ignored.
     * Candidates: the first d distinct owners walking the ring clockwise from the key's position (`replicas`
       points per worker); with d >= n every worker, scanned from an offset set by the seed so that sources
       break ties differently. Without `ch`, the walk is re-hashes of the key taken mod n (the paper's baseline).
@@ -49,6 +53,7 @@ from .fish_epochs import EPOCH_LEN, EPOCHS, REPLACED, SEEN, TOP, TOTAL, USED, Ep
 from .fish_route import (
     CH,
     CHK,
+    D_HOT,
     D_MIN,
     ESTIMATES,
     HEARD,
@@ -73,6 +78,13 @@ def _unit_interval(value: float, workers: int, values: Mapping[str, Any]) -> str
     return None if 0.0 <= value <= 1.0 else "must be in [0, 1]"
 
 
+def _fixed_head(value: int, workers: int, values: Mapping[str, Any]) -> str | None:
+    """Rule: zero or more, and only without classes of hot keys (CHK would silently override it)."""
+    if value < 0:
+        return "must be >= 0"
+    return "needs chk=false (it replaces the classes of hot keys)" if value > 0 and values["chk"] else None
+
+
 PARAMS = (
     Param("theta", float, lambda n, v: 1.0 / (4 * n), fraction, "hot threshold on decayed frequency", shown="1/(4n)"),
     Param(
@@ -89,7 +101,16 @@ PARAMS = (
     Param("interval", float, 0.1, positive, "T: least engine seconds between two backlog inferences"),
     REPLICAS,
     Param("epochs", bool, True, None, "decay the counters every epoch (false: lifetime counting)"),
-    Param("chk", bool, True, None, "classes of hot keys (false: hot keys may go to every worker, as W-Choices)"),
+    Param(
+        "chk", bool, True, None, "classes of hot keys (false: one d for every hot key, all n as W-Choices, or d_hot)"
+    ),
+    Param(
+        "d_hot",
+        int,
+        0,
+        _fixed_head,
+        "with chk=false, candidates of every hot key (0: all n, W-Choices; d > 0: d, D-Choices)",
+    ),
     Param("hwa", bool, True, None, "least inferred wait C_w*P_w (false: fewest tuples sent)"),
     Param("ch", bool, True, None, "candidates on the consistent-hash ring (false: hash family mod n)"),
 )
@@ -112,6 +133,7 @@ class Fish:
         counters = new_counters(p["kmax"], p["epoch"], p["alpha"], decay=p["epochs"])
         flags = np.zeros(N_FLAGS, dtype=np.int64)
         flags[CHK], flags[HWA], flags[CH], flags[D_MIN] = p["chk"], p["hwa"], p["ch"], p["d_min"]
+        flags[D_HOT] = p["d_hot"]
         clock = np.zeros(N_CLOCK, dtype=np.float64)
         clock[THETA], clock[INTERVAL], clock[T_PRI] = p["theta"], p["interval"], math.nan
         self._measured = np.ones(self.workers)  # last time per tuple (s) heard from each worker

@@ -18,7 +18,7 @@ from ..jit import hot
 from .fish_epochs import EPOCH_LEN, SEEN, TOP, TOTAL, EpochCounters, count, lookup
 
 # slots of FishState.flags (int64)
-CHK = 0  # 1: classes of hot keys; 0: a hot key may go to every worker (W-Choices)
+CHK = 0  # 1: classes of hot keys; 0: one d for every hot key, n or D_HOT (W-Choices or D-Choices)
 HWA = 1  # 1: least inferred wait C_w * P_w; 0: fewest tuples sent (the "w/o hwa" ablation)
 CH = 2  # 1: candidates walk the consistent-hash ring; 0: hash family mod n (the "w/o CH" ablation)
 D_MIN = 3  # least number of candidates of a hot key
@@ -28,7 +28,8 @@ HOT_MESSAGES = 6  # tuples whose key was hot when routed
 WALK = 7  # number of the current candidate walk (stamps mark the workers it met)
 ESTIMATES = 8  # backlog inferences (Eq. 1) done so far
 HEARD = 9  # 1 once some ack told a worker's time per tuple
-N_FLAGS = 10
+D_HOT = 10  # without CHK: candidates of every hot key (0: all n, W-Choices; d > 0: D-Choices' fixed d)
+N_FLAGS = 11
 
 # slots of FishState.clock (float64)
 THETA = 0  # hot threshold on frequency
@@ -70,6 +71,7 @@ def chk_choices(c_k, c_top, workers, d_min):
 def choices(st, slot, record):
     """d of the key in counter `slot`: its class while hot (never below its M_k), else 2 (PKG-like).
 
+    Without CHK every hot key gets the same d: D_HOT if set (D-Choices), else all n workers (W-Choices).
     With `record`, a hot key's d is remembered as its new M_k and the tuple is counted as hot.
     """
     c = st.counters
@@ -83,7 +85,9 @@ def choices(st, slot, record):
     if record:
         st.flags[HOT_MESSAGES] += 1
     if not st.flags[CHK]:
-        return n
+        fixed = st.flags[D_HOT]
+        # no M_k here: the strategies being ablated give the whole head one d
+        return min(fixed, n) if fixed > 0 else n
     d = chk_choices(count_k, c.mass[TOP], n, st.flags[D_MIN])
     if c.choices[slot] < d:
         if record:
