@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import markdown_table, pyplot, run, series, write_csv
+from experiments.common import against_paper, markdown_table, pyplot, run, series, write_csv
 from experiments.registry import register
 from topo.metrics import RunResult
 from topo.schedule import Change
@@ -45,11 +45,6 @@ def latency_over_time(result: RunResult, windows: int = 40) -> tuple[np.ndarray,
     lat = log.latency_ms
     p99 = np.array([np.percentile(lat[which == i], 99) if np.any(which == i) else np.nan for i in range(windows)])
     return (edges[:-1] + edges[1:]) / 2, p99
-
-
-def against_paper(rows: list[dict], note: str) -> str:
-    """The markdown section that puts our numbers next to the paper's: (claim, paper, ours) rows and a note."""
-    return "\n## Against the paper\n\n" + markdown_table(rows) + "\n" + note + "\n"
 
 
 def _summary_row(name: str, result: RunResult) -> dict:

@@ -75,6 +75,11 @@ def markdown_table(rows: Sequence[dict], digits: int = 3) -> str:
     return "\n".join(lines) + "\n"
 
 
+def against_paper(rows: Sequence[dict], note: str) -> str:
+    """The markdown section that puts our numbers next to the paper's: (claim, paper, ours) rows and a note."""
+    return "\n## Against the paper\n\n" + markdown_table(rows) + "\n" + note.strip() + "\n"
+
+
 def series(result: RunResult, column: str) -> tuple[np.ndarray, np.ndarray]:
     """(sample times, workers x samples matrix) of one per-worker time-series column."""
     ts = result.timeseries
