@@ -66,7 +66,7 @@ def _bars(path: Path, scores: dict, title: str) -> None:
         ax.set_xticks(xs, RESOURCE_SETS)
         ax.set_xlabel("resource functions (beta_s beta_c beta_n)")
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
+    ax_b.legend(fontsize=8, loc="upper left")  # one legend: the m panel's tall uniform bars leave it no room
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
