@@ -94,6 +94,15 @@ def _units(groups: int, together: Sequence[Sequence[int]]) -> np.ndarray:
     return np.unique(roots, return_inverse=True)[1]
 
 
+def _solver_options(time_limit: float, node_limit: int, gap: float) -> dict:
+    """HiGHS options; a node limit (> 0) bounds the search by work done, so the same input gives the same plan on
+    any machine, which a time limit alone does not."""
+    options = {"time_limit": float(time_limit), "presolve": True, "mip_abs_gap": float(gap)}
+    if node_limit > 0:
+        options["node_limit"] = int(node_limit)
+    return options
+
+
 def allocate(
     loads_per_group: np.ndarray,
     current_assignment: np.ndarray,
@@ -106,6 +115,7 @@ def allocate(
     together: Sequence[Sequence[int]] = (),
     pinned: Mapping[int, int] | None = None,
     time_limit: float = 1.0,
+    node_limit: int = 0,
     max_variables: int = MAX_VARIABLES,
     gap: float = GAP,
     w1: float = W1,
@@ -118,9 +128,11 @@ def allocate(
     kill_mask: bool per node, B (a subset of N). migration_cost: mc_k per key group (None: 1 each, the
     maxMigrations form). budget: maxMigrCost. node_speed: capacity weight per node (None: homogeneous).
     together: sets of key groups that must end on one node (collocation). pinned: key group -> node its unit
-    must end on. max_variables: above this many placement variables, only a spread of key groups per node
-    may move (see `_movable`). gap: absolute optimality tolerance, as a share of the mean load (proving more
-    takes HiGHS long, and loads are not measured that finely). The plan returned is never worse, by the
+    must end on. node_limit: branch-and-bound nodes HiGHS may explore (0: none set; with one, the same input
+    gives the same plan on any machine, as long as time_limit is not reached first). max_variables: above this
+    many placement variables, only a spread of key groups per node may move (see `_movable`). gap: absolute
+    optimality tolerance, as a share of the mean load (proving more takes HiGHS long, and loads are not
+    measured that finely). The plan returned is never worse, by the
     MILP's objective, than staying put: when the solver finds nothing better in time, or the constraints
     cannot be met, the current placement comes back and info["status"] says why.
     """
@@ -210,11 +222,13 @@ def allocate(
             constraints=constraints,
             integrality=integrality,
             bounds=bounds,
-            options={"time_limit": float(time_limit), "presolve": True, "mip_abs_gap": float(gap)},
+            options=_solver_options(time_limit, node_limit, gap),
         )
     info["solve_s"] = time.perf_counter() - started
     info["mip_gap"] = None if getattr(res, "mip_gap", None) is None else float(res.mip_gap)
     info["solver_status"] = {0: "optimal", 1: "time_limit", 2: "infeasible"}.get(res.status, "no_solution")
+    if node_limit > 0 and res.status not in (0, 2) and res.x is not None:
+        info["solver_status"] = "node_limit"  # scipy reports HiGHS' node limit as an unnamed status
     info["status"] = info["solver_status"]
     new = current.copy()
     if res.x is not None and groups:

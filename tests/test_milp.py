@@ -215,3 +215,18 @@ def test_milp_beats_flux_on_the_papers_configuration():
     print("Flux load distance per period:", np.round(rows[:, 1], 2), "migrations", rows[:, 3].astype(int))
     print("solve seconds:", np.round(rows[:, 4], 2))
     assert rows[:, 0].mean() < rows[:, 1].mean()
+
+
+def test_a_node_limit_gives_the_same_plan_every_time():
+    rng = np.random.default_rng(3)
+    nodes, groups = 10, 200
+    loads = 5.0 * (1.0 + rng.uniform(-0.05, 0.05, groups))
+    loads[rng.choice(groups, 30, replace=False)] *= 1.6  # some nodes much busier: there is work to do
+    current = np.arange(groups) % nodes
+    active, kill = np.ones(nodes, bool), np.zeros(nodes, bool)
+    plans = [allocate(loads, current, active, kill, None, 5, time_limit=60.0, node_limit=20) for _ in range(3)]
+    first, info = plans[0]
+    assert all(np.array_equal(first, p) for p, _ in plans[1:])
+    assert 0 < int((first != current).sum()) <= 5
+    assert info["load_distance"] < load_distance(node_loads(loads, current, nodes), active)
+    assert info["solver_status"] == "node_limit"  # the limit reached HiGHS and ended the search

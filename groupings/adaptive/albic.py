@@ -138,6 +138,7 @@ class AlbicController(Controller):
             self._budget(),
             node_speed=speed,
             time_limit=float(self.params["time_limit"]),
+            node_limit=int(self.params["node_limit"]),
         )
         self.solves += 1
         moved = new != self.assignment
@@ -299,6 +300,13 @@ PARAMS = (
     ),
     Param("min_gain", float, 0.05, non_negative, "install only if the load distance drops by this share of the mean"),
     Param("time_limit", float, 1.0, positive, "seconds the MILP solver may take per period"),
+    Param(
+        "node_limit",
+        int,
+        0,
+        non_negative,
+        "branch-and-bound nodes the MILP may explore per period (0: no limit); unlike time_limit, reproducible",
+    ),
     Param("period", float, 1.0, positive, "seconds between two controller steps"),
 )
 
