@@ -8,29 +8,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from spark.analyze_inputs import AnalysisError
+from spark.cli import JobFailed, Parser, log_note, run_main, spark_log
 from spark.session import first_line
 from topo.spec import SpecError
 
-EXIT_USAGE = 2
-EXIT_ENVIRONMENT = 1
 PROG = "analyze_runs.py"
-
-
-class UsageError(Exception):
-    """A problem with the command line; printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse prints usage plus a message; the contract is one clear line
-        raise UsageError(message)
 
 
 def seconds(text: str) -> float:
@@ -51,7 +37,7 @@ def default_out(root: str | Path = "analysis") -> Path:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options, each with its unit and default."""
-    p = _Parser(
+    p = Parser(
         prog=PROG,
         description="Compare runs of run_topology.py with Spark: exact latency percentiles (overall, per worker, "
                     "per time window), throughput, load, imbalance and utilization over time; writes tables (CSV, "
@@ -79,14 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    try:
-        return _main(argv)
-    except (UsageError, AnalysisError, SpecError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; nothing written", file=sys.stderr)
-        return 130
+    return run_main(PROG, _main, argv, (AnalysisError, SpecError))
 
 
 def _main(argv: list[str] | None) -> int:
@@ -99,9 +78,8 @@ def _main(argv: list[str] | None) -> int:
     window_plan(runs, args.window)  # and a --window giving too many windows
     out = Path(args.out) if args.out else default_out()
     check_destination(out, args.overwrite)
-    analysis = _run_spark(args.master, runs, args.window)
-    if analysis is None:
-        return EXIT_ENVIRONMENT
+    with spark_log("analyze_runs-spark-") as log:  # Spark's console output, kept and named only on failure
+        analysis = _analyze(args.master, runs, args.window, log)
     from spark.analyze_report import print_summary, write_analysis
 
     with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
@@ -110,38 +88,18 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def _run_spark(master: str | None, runs, window_s: float | None):
-    """The analysis, or None after one line on stderr when Spark cannot start or fails. Spark's own console output
-    goes to a log file, kept (and named in that line) only when something failed."""
-    fd, log = tempfile.mkstemp(prefix="analyze_runs-spark-", suffix=".log")
-    os.close(fd)
-    try:
-        return _analyze(master, runs, window_s, log)
-    except _SparkFailed as exc:
-        note = f" (Spark's log: {log})" if os.path.getsize(log) else ""
-        print(f"{PROG}: error: {exc}{note}", file=sys.stderr)
-        if note:
-            log = ""  # kept for the user
-        return None
-    finally:
-        if log:
-            os.unlink(log)
-
-
-class _SparkFailed(Exception):
-    """Spark could not start or a job failed (the message is the user's one line)."""
-
-
 def _analyze(master: str | None, runs, window_s: float | None, log: str):
+    """The analysis, with Spark's console output sent to `log`; JobFailed when Spark cannot start or fails."""
     from spark.session import SparkUnavailable, get_session, stderr_to
 
     try:
         with stderr_to(log):
             spark = get_session(master, app="analyze-runs")
     except SparkUnavailable as exc:
-        raise _SparkFailed(str(exc)) from None
+        raise JobFailed(f"{exc}{log_note(log)}") from None
     except Exception as exc:  # a bad --master URL or a cluster that cannot be reached, as Spark words it
-        raise _SparkFailed(f"Spark did not start (--master {master or 'local[*]'}): {first_line(exc)}") from None
+        where = master or "local[*]"
+        raise JobFailed(f"Spark did not start (--master {where}): {first_line(exc)}{log_note(log)}") from None
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
@@ -151,4 +109,4 @@ def _analyze(master: str | None, runs, window_s: float | None, log: str):
         with stderr_to(log):
             return analyze(spark, runs, window_s)
     except (PySparkException, Py4JError) as exc:
-        raise _SparkFailed(f"Spark failed: {first_line(exc)}") from None
+        raise JobFailed(f"Spark failed: {first_line(exc)}{log_note(log)}") from None

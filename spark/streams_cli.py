@@ -8,35 +8,18 @@ job fails.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from spark.cli import JobFailed, Parser, UsageError, log_note, run_main, spark_log
 from spark.session import first_line
 from spark.streams_arrivals import MODES, Arrivals
 from topo.spec import SpecError
 from topo.streamspec import StreamError
 
 PROG = "make_stream.py"
-EXIT_USAGE, EXIT_FAILED = 2, 1
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; printed as one line, exit status 2."""
-
-
-class JobFailed(Exception):
-    """Spark could not start or the job failed for a reason that is not the user's input; exit status 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        # argparse prints usage plus a message; the contract is one clear line
-        raise UsageError(message)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -104,10 +87,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The subcommands and their options, each with its unit and default."""
-    p = _Parser(prog=PROG, formatter_class=_Formatter, epilog=EPILOG,
+    p = Parser(prog=PROG, formatter_class=_Formatter, epilog=EPILOG,
                 description="Precompute a stream dataset with Spark: synthetic Zipf or drifting keys, words with "
                             "real frequencies, or your own logs.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND", parser_class=Parser)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter,
@@ -203,28 +186,13 @@ def _start_spark(master: str | None, log: str):
     except SparkUnavailable as err:
         raise JobFailed(str(err)) from None
     except Exception as err:
-        raise JobFailed(f"Spark did not start: {first_line(err)}{_log_note(log)}") from None
-
-
-def _log_note(log: str) -> str:
-    """Where Spark's console output went, if it wrote any."""
-    return f" (Spark's log: {log})" if os.path.getsize(log) else ""
+        raise JobFailed(f"Spark did not start: {first_line(err)}{log_note(log)}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    try:
-        return _main(argv)
-    except (UsageError, SpecError, StreamError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except JobFailed as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; nothing written", file=sys.stderr)
-        return 130
+    return run_main(PROG, _main, argv, (SpecError, StreamError))
 
 
 def _main(argv: list[str] | None) -> int:
@@ -238,23 +206,14 @@ def _main(argv: list[str] | None) -> int:
                         args.seed).check()
     check_partitions(args.partitions)
     job = _job(args, arrivals)
-    fd, log = tempfile.mkstemp(prefix="make_stream-spark-", suffix=".log")
-    os.close(fd)
-    keep_log = False
-    try:
+    with spark_log("make_stream-spark-") as log:
         spark = _start_spark(args.master, log)
         try:
             meta = job(spark)
         except (UsageError, SpecError, StreamError):
             raise
         except Exception as err:
-            raise JobFailed(f"the Spark job failed: {first_line(err)}{_log_note(log)}") from None
-    except JobFailed:
-        keep_log = os.path.getsize(log) > 0  # an empty log (no Java, say) helps nobody
-        raise
-    finally:
-        if not keep_log:
-            os.unlink(log)
+            raise JobFailed(f"the Spark job failed: {first_line(err)}{log_note(log)}") from None
     seconds = time.perf_counter() - started
     print(f"{PROG}: wrote {args.out}: {meta['messages']} messages, {meta['distinct_keys']} distinct keys, "
           f"p1={meta['p1']:.4f}, {meta['partitions']} parts, {seconds:.1f} s")
