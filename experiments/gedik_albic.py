@@ -6,17 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-import groupings
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.partitioning import ALPHAS, _scores, plot_b_and_m
+from experiments.partitioning import METHODS as GEDIK_METHODS
+from experiments.partitioning import grow_steps, plot_b_and_m
 from experiments.registry import register
 from groupings import milp
 from groupings.adaptive import gedik_build as gb
-from groupings.hashing import seeded_hashes
 
 # --- Gedik (000), Fig. 4: imbalance and migration against the Zipf exponent -----------------------------------------
 
-GEDIK_METHODS = (*gb.BUILDS, "uniform", "consistent")
 
 
 def _zipf(keys_count: int, z: float) -> np.ndarray:
@@ -29,39 +27,9 @@ def _grow(
 ) -> dict[str, tuple[float, float]]:
     """Grow N from 1 to `top` one channel at a time, rebuilding at each step (the paper's protocol); per method
     the mean relative imbalance b and the mean relative migration m over the steps N = 2..top."""
-    steps = _grow_steps(pmf, keys, top, kinds, sigma=sigma)
+    steps = grow_steps(pmf, keys, top, kinds, sigma=sigma)
     return {name: (float(np.mean([s["b"] for s in rows])), float(np.mean([s["m"] for s in rows])))
             for name, rows in steps.items()}
-
-
-def _grow_steps(
-    pmf: np.ndarray, keys: np.ndarray, top: int, kinds: tuple[int, int, int], *, sigma: float = 0.1
-) -> dict[str, list[dict]]:
-    """`_grow` step by step: per method one row per N = 2..top with b, m and each resource's r_k / alpha_k. The
-    builds use the resource functions `kinds` (so the explicit hash balances what is scored) and threshold `sigma`."""
-    letters = "".join("CLQ"[k] for k in kinds)  # the controller takes the paper's letters
-    ctls = {
-        b: groupings.make_controller("gedik", 1, seed=0, domain=keys.size, build=b, sigma=sigma, resources=letters)
-        for b in gb.BUILDS
-    }
-    ring_of = ctls[gb.BUILDS[0]].ring
-    maps = {name: np.zeros(keys.size, np.int32) for name in GEDIK_METHODS}
-    out: dict[str, list[dict]] = {name: [] for name in GEDIK_METHODS}
-    for n in range(2, top + 1):
-        now = {"uniform": seeded_hashes(keys, 0, n), "consistent": ring_of(n).channel_of(keys)}
-        for b, ctl in ctls.items():
-            ctl.resize(n)
-            ctl.install(ctl.plan(keys, pmf, reason="resize"))
-            now[b] = ctl.lookup(keys)
-        ideal = float(gb.beta(kinds[0], pmf).sum()) / n  # L-bar_s (Eq. 10)
-        for name, channel in now.items():
-            b, _ = _scores(pmf, channel, n, kinds)
-            row = {"n": n, "b": b, "m": float(gb.beta(kinds[0], pmf[maps[name] != channel]).sum()) / ideal}  # Eq. 12
-            for res, kind, alpha in zip(gb.RESOURCES, kinds, ALPHAS, strict=True):
-                row[f"b_{res}"] = gb.imbalance(gb.channel_loads(pmf, channel, n, kind)) / alpha  # Fig. 3's b_k
-            out[name].append(row)
-        maps = now
-    return out
 
 
 @register(

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.gedik_albic import GEDIK_METHODS, _grow, _grow_steps, _zipf
+from experiments.gedik_albic import GEDIK_METHODS, _grow, _zipf
+from experiments.partitioning import grow_steps
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
 
@@ -37,7 +38,7 @@ def resource_scores(keys_count: int, top: int, runs: int) -> dict[str, dict[str,
     for run in range(runs):
         keys = _keys(keys_count, 5 + run)
         for res in RESOURCE_SETS:
-            steps = _grow_steps(pmf, keys, top, gb.parse_resources(res))
+            steps = grow_steps(pmf, keys, top, gb.parse_resources(res))
             for name, rows in steps.items():
                 got = {k: float(np.mean([r[k] for r in rows])) for k in ("b", "m", "b_s", "b_c", "b_n")}
                 got |= {f"{k}_at_top": float(rows[-1][k]) for k in ("b", "m", "b_c")}

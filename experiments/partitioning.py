@@ -31,6 +31,38 @@ PAPER_FIG6 = {  # Gedik (000), Fig. 6, as the text states it
 }
 
 
+def grow_steps(
+    pmf: np.ndarray, keys: np.ndarray, top: int, kinds: tuple[int, int, int], *, sigma: float = 0.1
+) -> dict[str, list[dict]]:
+    """Grow N from 1 to `top` one channel at a time, rebuilding at each step (the paper's protocol): per method one
+    row per N = 2..top with b, m, r_n and each resource's r_k / alpha_k. The
+    builds use the resource functions `kinds` (so the explicit hash balances what is scored) and threshold `sigma`."""
+    letters = "".join("CLQ"[k] for k in kinds)  # the controller takes the paper's letters
+    ctls = {
+        b: groupings.make_controller("gedik", 1, seed=0, domain=keys.size, build=b, sigma=sigma, resources=letters)
+        for b in gb.BUILDS
+    }
+    ring_of = ctls[gb.BUILDS[0]].ring
+    maps = {name: np.zeros(keys.size, np.int32) for name in METHODS}
+    out: dict[str, list[dict]] = {name: [] for name in METHODS}
+    for n in range(2, top + 1):
+        now = {"uniform": seeded_hashes(keys, 0, n), "consistent": ring_of(n).channel_of(keys)}
+        for b, ctl in ctls.items():
+            ctl.resize(n)
+            ctl.install(ctl.plan(keys, pmf, reason="resize"))
+            now[b] = ctl.lookup(keys)
+        ideal = float(gb.beta(kinds[0], pmf).sum()) / n  # L-bar_s (Eq. 10)
+        for name, channel in now.items():
+            b, r_n = _scores(pmf, channel, n, kinds)
+            moved = float(gb.beta(kinds[0], pmf[maps[name] != channel]).sum())
+            row = {"n": n, "b": b, "r_n": r_n, "m": moved / ideal}  # relative migration m (Eq. 12)
+            for res, kind, alpha in zip(gb.RESOURCES, kinds, ALPHAS, strict=True):
+                row[f"b_{res}"] = gb.imbalance(gb.channel_loads(pmf, channel, n, kind)) / alpha  # Fig. 3's b_k
+            out[name].append(row)
+        maps = now
+    return out
+
+
 @register(
     "gedik-scaling",
     "Gedik (000), Fig. 6: Zipf z = 1, channels added one at a time up to N = 32, resource functions LCL",
@@ -43,27 +75,14 @@ def scaling(out: Path, quick: bool) -> dict:
     pmf = np.arange(1, keys_count + 1, dtype=float) ** -1.0
     pmf /= pmf.sum()
     keys = np.random.default_rng(5).integers(0, 2**64 - 1, keys_count, dtype=np.uint64, endpoint=True)
-    kinds = gb.parse_resources("LCL")
-    ctls = {b: groupings.make_controller("gedik", 1, seed=0, domain=keys_count, build=b) for b in gb.BUILDS}
-    ring_of = ctls[gb.BUILDS[0]].ring
-    maps = {name: np.zeros(keys_count, np.int32) for name in METHODS}  # N = 1: every key on channel 0
+    steps = grow_steps(pmf, keys, top, gb.parse_resources("LCL"))
     rows = []
-    for n in range(2, top + 1):
-        now = {"uniform": seeded_hashes(keys, 0, n), "consistent": ring_of(n).channel_of(keys)}
-        for b, ctl in ctls.items():
-            ctl.resize(n)
-            ctl.install(ctl.plan(keys, pmf, reason="resize"))
-            now[b] = ctl.lookup(keys)
-        ideal = float(gb.beta(kinds[0], pmf).sum()) / n  # L-bar_s: the state one channel should hold
+    for i, n in enumerate(range(2, top + 1)):
         row: dict = {"channels": n}
         for name in METHODS:
-            b, r_n = _scores(pmf, now[name], n, kinds)
-            moved = maps[name] != now[name]
-            row[f"{name}_b"] = b
-            row[f"{name}_r_n"] = r_n
-            row[f"{name}_m"] = float(gb.beta(kinds[0], pmf[moved]).sum()) / ideal  # relative migration (Eq. 12)
+            step = steps[name][i]
+            row.update({f"{name}_b": step["b"], f"{name}_r_n": step["r_n"], f"{name}_m": step["m"]})
         rows.append(row)
-        maps = now
     write_csv(out / "scaling.csv", rows)
     means = {name: {"b": float(np.mean([r[f"{name}_b"] for r in rows])),
                     "m": float(np.mean([r[f"{name}_m"] for r in rows]))} for name in METHODS}
