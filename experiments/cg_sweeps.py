@@ -20,7 +20,7 @@ import groupings
 from experiments.adaptive import WP_LIKE, fast_slow_topology, latency_over_time, offered_spread
 from experiments.common import markdown_table, pyplot, run, series, stream, write_csv
 from experiments.registry import register
-from topo.sim import source_seed
+from topo.model.inputs import source_seed
 
 SEED = 7
 DIFFERENCE = (

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from groupings.feedback import AckReport
 from topo.events import Kernel
-from topo.queueing import AckContent
-from topo.sim import StreamArrays, arrival_times, simulate, source_seed
+from topo.model.inputs import arrival_times, source_seed
+from topo.sim import StreamArrays, simulate
 from topo.spec import TopologySpec
 
 MS = 1e-3
@@ -58,10 +58,10 @@ class Fixed(RoundRobin):
     def __init__(self, n: int, worker: int) -> None:
         super().__init__(n)
         self.worker = worker
-        self.seen_at_route: list[int] = []
+        self.seen_at_route: list[tuple[float, int]] = []
 
     def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
-        self.seen_at_route.append(sum(len(r) for r in self.received))
+        self.seen_at_route.append((now, sum(len(r) for r in self.received)))
         self.i += len(keys)
         return np.full(len(keys), self.worker, np.int32)
 
@@ -137,15 +137,19 @@ def test_batching_delay_adds_to_latency():
     assert r.summary["latency_ms"]["max"] == pytest.approx(19.0)
 
 
-def test_linger_closes_partial_batches():
-    # linger 5 ms after the first tuple: tuples at 0, 2, 4 ms go together at 5 ms
+def test_flush_ticks_close_partial_buffers():
+    # a flush every 5 ms (Flink's output flusher): each tuple leaves at the first tick at or after its arrival
     r = run(one_by_one(rate=500.0, batch_size=10, linger_ms=5.0), 99)
     batches = r.extras["batches"].to_pydict()
-    assert set(batches["size"]) == {3}
-    assert np.allclose(np.diff(batches["sent_s"][:-1]), 6 * MS)
-    assert np.allclose(r.log.latency_ms[:-3], [6.0, 5.0, 4.0] * 32)
-    # the end of the input closes the last batch at once
-    assert batches["sent_s"][-1] == pytest.approx(98 / 500)
+    arrival = np.arange(99) * 2 * MS
+    tick = np.maximum(np.ceil(np.round(arrival / (5 * MS), 9)), 1) * 5 * MS
+    tick[-1] = arrival[-1]  # the end of the input closes the last buffer at once
+    order = np.argsort(r.log.seq)
+    # one worker at 1 ms per tuple, idle between ticks: a tuple waits for its tick, then for those ahead of it
+    sent = np.repeat(batches["sent_s"], batches["size"])
+    assert np.allclose(sent, tick)
+    assert set(batches["size"][:-1]) == {2, 3}
+    assert np.all(r.log.latency_ms[order] <= 5.0 + 3.0 + 1e-9)
 
 
 def test_overloaded_worker_queue_grows_linearly():
@@ -199,17 +203,20 @@ def test_saturating_window_bounds_what_workers_hold():
     assert np.all(np.isin(r.log.arrival_s, b["sent_s"]))
 
 
-def test_window_holds_at_most_max_pending_batches_per_source():
+def test_credits_bound_the_buffers_in_flight_on_each_channel():
     spec = TopologySpec(
         grouping="rr", workers=3, sources=3, cost_ms=0.5, batch_size=7, max_pending=2, rate=9000.0
     )
     r = run(spec, 3000)
     b = {k: np.array(v) for k, v in r.extras["batches"].to_pydict().items()}
-    for sent, src in zip(b["sent_s"], b["source"], strict=True):
-        mine = b["source"] == src
-        # an ack landing at the very instant of a send frees its slot first
-        in_flight = np.sum(mine & (b["sent_s"] <= sent) & (b["ack_s"] > sent))
+    most = 0
+    for sent, src, w in zip(b["sent_s"], b["source"], b["worker"], strict=True):
+        channel = (b["source"] == src) & (b["worker"] == w)
+        # an ack landing at the very instant of a send frees its credit first
+        in_flight = int(np.sum(channel & (b["sent_s"] <= sent) & (b["ack_s"] > sent)))
         assert in_flight <= 2
+        most = max(most, in_flight)
+    assert most == 2  # the load is high enough to use every credit
 
 
 def test_net_delay_adds_two_delays_to_the_ack_loop_and_one_to_latency():
@@ -220,7 +227,10 @@ def test_net_delay_adds_two_delays_to_the_ack_loop_and_one_to_latency():
     b = r.extras["batches"].to_pydict()
     assert np.allclose(np.array(b["ack_s"]) - np.array(b["sent_s"]), (4 * 1.0 + 2 * 3.0) * MS)
     assert np.allclose(np.diff(b["sent_s"]), 10 * MS)
-    assert np.allclose(r.log.latency_ms, 3.0 + (r.log.seq % 4 + 1) * 1.0)
+    # the first buffer goes at once; each later one was filled while its predecessor was out (one ack loop)
+    first = r.log.seq < 4
+    assert np.allclose(r.log.latency_ms[first], 3.0 + (r.log.seq[first] + 1) * 1.0)
+    assert np.allclose(r.log.latency_ms[~first], 10.0 + 3.0 + (r.log.seq[~first] % 4 + 1) * 1.0)
     assert np.allclose(r.log.enqueue_s - np.repeat(b["sent_s"], 4), 3 * MS)
 
 
@@ -245,10 +255,9 @@ def test_duration_cuts_emission_and_flushes_the_last_batch():
 def test_duration_in_saturating_mode_stops_sends():
     spec = TopologySpec(grouping="rr", workers=2, sources=2, cost_ms=1.0, batch_size=10, duration=0.2)
     r = run(spec, 100_000)
-    sent = r.extras["batches"].column("sent_s").to_pylist()
-    assert max(sent) <= 0.2 and 0 < r.summary["tuples_in"] < 100_000
-    # two workers at 1 ms per tuple for about 0.2 s, plus what the windows held at the end
-    assert r.summary["tuples_in"] <= 2 * 200 + 2 * 16 * 10
+    assert r.log.arrival_s.max() <= 0.2 and 0 < r.summary["tuples_in"] < 100_000
+    # two workers at 1 ms per tuple for about 0.2 s, plus what the credits and buffers of 2 x 2 channels held
+    assert r.summary["tuples_in"] <= 2 * 200 + 2 * 2 * (16 + 1) * 10
 
 
 def test_same_spec_same_run():
@@ -298,23 +307,14 @@ def test_feedback_reaches_only_the_sender_and_only_after_the_ack():
         # every ack is the sender's own worker reporting
         assert all(np.all(r.workers == s) for r in g.received)
         mine = b["source"] == s
-        sent, acked = b["sent_s"][mine], b["ack_s"][mine]
-        # before each send, exactly the acks that had landed by then (one worker per batch here)
-        expected = [int(np.sum(acked <= t)) for t in sent]
-        assert g.seen_at_route == expected
+        acked = b["ack_s"][mine]
+        # at each routing, exactly the acks that had landed by then (one worker per buffer here)
+        assert len(g.seen_at_route) > 10
+        for now, seen in g.seen_at_route:
+            assert seen == int(np.sum(acked <= now))
 
 
-def test_piggybacked_queue_length_is_the_queue_when_the_batch_completes():
-    reports: list[tuple[float, np.ndarray, np.ndarray]] = []
-    base: list[AckContent] = []
-
-    def spy(pool, workers, at, source):
-        if not base:
-            base.append(AckContent(pool, queue_capacity=3 * 4 * 6))
-        content = base[0](pool, workers, at, source)
-        reports.append((at, workers.copy(), content["queue_len"].copy()))
-        return content
-
+def test_piggybacked_queue_length_is_the_queue_when_the_buffer_completes():
     spec = TopologySpec(
         grouping="x",
         workers=4,
@@ -326,13 +326,25 @@ def test_piggybacked_queue_length_is_the_queue_when_the_batch_completes():
         net_delay_ms=0.8,
         rate=9000.0,
     )
-    r = simulate(spec, stream(3000), make_grouping=lambda s: Random(4, s), piggyback=spy)
+    made: list[Random] = []
+
+    def make(s):
+        made.append(Random(4, s))
+        return made[-1]
+
+    r = simulate(spec, stream(3000), make_grouping=make)
     log = r.log
-    assert len(reports) == r.summary["sim"]["batches"]
-    for at, workers, loads in reports:
-        for w, load in zip(workers, loads, strict=True):
-            held = np.sum((log.worker == w) & (log.enqueue_s <= at) & (log.finish_s > at))
-            assert load == held
+    b = {k: np.array(v) for k, v in r.extras["batches"].to_pydict().items()}
+    assert sum(len(rep) for g in made for rep in g.received) == len(b["worker"]) == r.summary["sim"]["batches"]
+    for s, g in enumerate(made):
+        got = sorted((int(w), float(q)) for rep in g.received for w, q in zip(rep.workers, rep.queue_len, strict=True))
+        mine = b["source"] == s
+        # what the worker held when the buffer's last tuple was done (arrivals at that instant come after)
+        want = sorted(
+            (int(w), float(np.sum((log.worker == w) & (log.enqueue_s < t) & (log.finish_s > t))))
+            for w, t in zip(b["worker"][mine], b["done_s"][mine], strict=True)
+        )
+        assert got == want
 
 
 def test_ack_reports_without_delegation_carry_no_signal():
@@ -455,8 +467,9 @@ def test_invariants(sources, workers, batch, pending, linger, rate, delay, caps,
     b = {k: np.array(v) for k, v in r.extras["batches"].to_pydict().items()}
     assert b["size"].max() <= batch and b["size"].sum() == messages
     assert np.all(b["ack_s"] - b["sent_s"] >= 2 * delay * MS + 1e-3 / max(caps) - 1e-12)
-    for sent, src in zip(b["sent_s"], b["source"], strict=True):
-        assert np.sum((b["source"] == src) & (b["sent_s"] <= sent) & (b["ack_s"] > sent)) <= pending
+    for sent, src, w in zip(b["sent_s"], b["source"], b["worker"], strict=True):
+        channel = (b["source"] == src) & (b["worker"] == w)
+        assert np.sum(channel & (b["sent_s"] <= sent) & (b["ack_s"] > sent)) <= pending
     s = r.summary
     assert sum(p["tuples"] for p in s["per_worker"]) == messages
     assert all(0.0 <= p["busy_fraction"] <= 1.0 + 1e-9 for p in s["per_worker"])

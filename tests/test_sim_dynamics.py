@@ -91,7 +91,8 @@ def test_routing_to_an_inactive_worker_is_an_error():
         def resize(self, workers: int) -> None:
             pass  # keeps routing to the worker that left
 
-    spec = TopologySpec(grouping="x", workers=2, sources=1, cost_ms=0.1, scale_schedule=(Change(50, "messages", 1),))
+    spec = TopologySpec(grouping="x", workers=2, sources=1, cost_ms=0.1, batch_size=10, max_pending=1,
+                        scale_schedule=(Change(50, "messages", 1),))
     with pytest.raises(ValueError, match="active"):
         simulate(spec, keys(500), make_grouping=lambda s: Deaf(2))
 

@@ -11,10 +11,13 @@ import heapq
 from collections.abc import Callable
 from itertools import count
 
-# priorities for actions due at the same instant: the world changes first, acks land before sends read them
+# priorities for actions due at the same instant: the world changes first, a worker finishes a buffer and its ack
+# lands before anything new arrives, and a source steps last, once every ack of that instant has landed
 WORLD = 0
-ACK = 1
-SEND = 2
+DONE = 1
+ACK = 2
+ARRIVE = 3
+SEND = 4
 
 
 class Kernel:

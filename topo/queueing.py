@@ -4,15 +4,12 @@ piggyback on acks.
 A tuple on worker w takes cost_ms / c_w. With FIFO order and deterministic service its finish time is known
 the moment it is queued (Lindley: start = max(arrival, server free), finish = start + service), so a whole
 batch is queued by one compiled loop and no service events are ever simulated.
-
-What a worker piggybacks on an ack comes from a `Piggyback`; the default, `AckContent`, reports queue length and
-fill, recent utilization, time per tuple, and the increase/decrease signal of the strategy's worker delegation.
+What a worker piggybacks on its acks is the shared model's (`topo.model.AckMeter`), the same as on Ray.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import numba
 import numpy as np
@@ -187,69 +184,3 @@ class Observer:
         _observe(workers, at, pool.enqueue_s, pool.start_s, pool.finish_s, pool._after, pool._head,
                  self._cursors, qlen, busy, done)
         return qlen, busy, done
-
-
-class UtilizationMeter:
-    """Busy fraction of each worker over the last `window` seconds, read at non-decreasing times."""
-
-    def __init__(self, pool: WorkerPool, window: float) -> None:
-        self.window = window
-        self.service_s = pool.service_s  # the pool's own array: capacity changes show at once
-        self._now = Observer(pool)
-        self._then = Observer(pool)  # lags `window` behind, so the difference is the busy time inside it
-
-    def measure(self, workers: np.ndarray, at: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(queue length at `at`, busy fraction and offered utilization over [at - window, at]) of each worker.
-
-        Offered utilization = tuples that arrived in the window x the worker's time per tuple / window: the load
-        the worker is being given, which unlike the busy fraction does not stay at 1 while a backlog drains.
-        """
-        qlen, busy_now, done_now = self._now.observe(workers, at)
-        start = max(0.0, at - self.window)
-        qlen_then, busy_then, done_then = self._then.observe(workers, start)
-        span = at - start
-        if not span > 0:
-            zero = np.zeros(len(workers))
-            return qlen, zero, zero
-        util = np.clip((busy_now - busy_then) / span, 0.0, 1.0)
-        arrived = (qlen + done_now) - (qlen_then + done_then)
-        offered = arrived * self.service_s[workers] / span
-        return qlen, util, offered
-
-
-class Piggyback(Protocol):
-    """Worker-side ack logic: what each worker attaches to the ack of `source`'s batch, leaving at `at`."""
-
-    def __call__(self, pool: WorkerPool, workers: np.ndarray, at: float, source: int) -> dict[str, np.ndarray]: ...
-
-
-class AckContent:
-    """What a worker piggybacks: queue length and fill, recent utilization and time per tuple, and the signal
-    of its worker delegation (Consistent Grouping) when the strategy has one."""
-
-    def __init__(self, pool: WorkerPool, queue_capacity: int, delegation: object | None = None,
-                 window_s: float = 0.1) -> None:
-        self.queue_capacity = max(1, queue_capacity)
-        self.delegation = delegation
-        self.meter = UtilizationMeter(pool, getattr(delegation, "window_s", window_s))
-        self.signals_sent = {"increase": 0, "decrease": 0}
-
-    def __call__(self, pool: WorkerPool, workers: np.ndarray, at: float, source: int) -> dict[str, np.ndarray]:
-        """The ack fields of the given workers at time `at`, for the source that sent the batch."""
-        qlen, util, offered = self.meter.measure(workers, at)
-        signals = np.zeros(len(workers), np.int8)
-        if self.delegation is not None:
-            watched = {"busy": util, "offered": offered, "queue": qlen / self.queue_capacity}[
-                getattr(self.delegation, "measure", "busy")
-            ]
-            for i, w in enumerate(workers.tolist()):
-                signals[i] = self.delegation.signal(w, source, at, float(watched[i]))
-            self.signals_sent["increase"] += int(np.sum(signals > 0))
-            self.signals_sent["decrease"] += int(np.sum(signals < 0))
-        return {
-            "queue_len": qlen.astype(np.float64),
-            "load": np.minimum(1.0, qlen / self.queue_capacity),
-            "utilization": util,
-            "service_ms": pool.service_s[workers] * 1e3,
-            "signals": signals,
-        }

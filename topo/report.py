@@ -33,9 +33,15 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     head.add_row("imbalance (load/capacity)", _fmt(summary["imbalance"], 4))
     head.add_row("replication (copies/key)", _fmt(summary["replication"], 3))
     head.add_row("exact merged state", "yes" if summary["exact"] else "[red]NO[/red]")
+    room = summary.get("headroom")
+    if room is not None:
+        style = {"engine": "bold red", "topology": "yellow"}.get(room["bottleneck"], "green")
+        head.add_row("bottleneck", f"[{style}]{room['bottleneck']}[/{style}]")
     if "run_dir" in summary:
         head.add_row("run directory", summary["run_dir"])
     console.print(head)
+    if room is not None and room["bottleneck"] != "none":
+        console.print(f"[{style}]{room['note']}[/{style}]")
 
     workers = Table(title="per worker", title_justify="left")
     for col in ("id", "capacity", "tuples", "distinct keys", "busy"):

@@ -1,19 +1,21 @@
 """The simulator engine: one stream edge, sources -> workers, as the supermarket model of the papers.
 
+It drives the shared model of a topology (`topo.model`) from a discrete-event kernel, so it means what the Ray
+engine means: each source is a `SourceNode` (per-destination output buffers sent when full or lingered out,
+credits per channel, feedback to its grouping before it routes), each worker an `AckMeter` (what its acks carry).
+
 Arrival: message seq reaches the topology at seq / rate (or at the stream's own timestamps rescaled to that
 mean rate) and goes to source seq % S (shuffle grouping into the sources); with no rate, sources are never
-short of input and a tuple "arrives" when its source emits it. Batching: a source sends its next batch when
-`batch_size` tuples have arrived or `linger_ms` after the first of them, routing all of it with its own
-grouping at the send time. Backpressure: at most `max_pending` unacked batches per source (Storm's max spout
-pending). Queue and service: every tuple reaches its worker `net_delay_ms` after the send and waits in a FIFO
-queue for one deterministic server (cost_ms / capacity per tuple). Ack: when the last tuple of a batch is
-done, each worker that served it piggybacks its load and a signal, the ack lands at the source `net_delay_ms`
-later, and the source hands it to its grouping at its next send (eventually consistent feedback).
-Latency of a tuple = its finish minus its arrival at the source, so batching, backpressure and queueing all
-count. With a `duration`, no source sends after it (a source flushes what has arrived by then).
+short of input and a tuple "arrives" when its source routes it. Queue and service: a buffer reaches its worker
+`net_delay_ms` after it is sent and its tuples wait in a FIFO queue for one deterministic server
+(cost_ms / capacity per tuple). Ack: when a buffer's last tuple is done, the worker acks it to its source, which
+gets it `net_delay_ms` later along with a credit for that channel. Latency of a tuple = its finish minus its
+arrival at the source, so buffering, backpressure and queueing all count. With a `duration`, no source reads
+input after it (a source flushes what it holds).
 
 FIFO with deterministic service means a tuple's finish time is known when it is queued (Lindley recursion),
-so the event loop only sees batch sends and acks; the per-tuple work runs in compiled kernels.
+so the event loop only sees source steps, buffer arrivals, buffer completions and acks; the per-tuple work runs
+in compiled kernels.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 
 import groupings
-import operators
 from groupings.control import Controller, MigrationLog
 from groupings.feedback import AckReport, WorkerReport
-from topo.events import ACK, SEND, WORLD, Kernel
+from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
+from topo.headroom import headroom
 from topo.metrics import (
     RunResult,
     TupleLog,
@@ -42,7 +44,10 @@ from topo.metrics import (
     timelines,
     timeseries,
 )
-from topo.queueing import AckContent, Observer, Piggyback, WorkerPool
+from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
+from topo.model.inputs import arrival_times, source_seed, source_share
+from topo.outcome import operator_outcome
+from topo.queueing import Observer, WorkerPool
 from topo.schedule import MESSAGES, Change
 from topo.spec import TopologySpec
 
@@ -88,135 +93,55 @@ class StreamArrays:
         return len(self.key_hash)
 
 
-def source_seed(seed: int, source: int) -> int:
-    """The grouping seed of one source, derived from the run seed (independent streams per source)."""
-    return int(np.random.SeedSequence([seed, source]).generate_state(1)[0])
+class SimSource:
+    """Drives one `SourceNode` from the event kernel: a step when input, a deadline or an ack calls for it."""
 
-
-def arrival_times(messages: int, rate: float | None, ts: np.ndarray | None = None) -> np.ndarray | None:
-    """Arrival time (s) of each message: seq / rate, or the stream's ts rescaled to that mean rate."""
-    if rate is None:
-        return None
-    if ts is None or messages < 2:
-        return np.arange(messages) / rate
-    # keep the dataset's burstiness but run it at the requested mean rate; never let time go backwards
-    relative = np.maximum.accumulate(np.asarray(ts, dtype=np.float64) - float(ts[0]))
-    span = float(relative[-1])
-    if not span > 0:
-        return np.arange(messages) / rate
-    return relative * ((messages - 1) / rate / span)
-
-
-# --------------------------------------------------------------------------------------------------
-# Sources: batching, routing, backpressure, feedback
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Batch:
-    """One micro-batch in flight: who sent which slots when, and when its last tuple is done."""
-
-    source: int
-    first: int
-    size: int
-    sent_s: float
-    done_s: float
-    workers: np.ndarray  # the distinct workers that took tuples of it
-
-
-class Source:
-    """A spout: its share of the input, its own grouping, and its window of unacked batches."""
-
-    def __init__(
-        self,
-        sim: Simulation,
-        index: int,
-        grouping: Grouping,
-        seqs: np.ndarray,
-        keys: np.ndarray,
-        arrivals: np.ndarray | None,
-    ) -> None:
+    def __init__(self, sim: Simulation, node: SourceNode, seqs: np.ndarray) -> None:
         self.sim = sim
-        self.index = index
-        self.grouping = grouping
-        self.seqs = seqs
-        self.keys = keys
-        self.arrivals = arrivals  # None: input is always waiting (saturating)
-        self.next = 0  # index of the first tuple not yet sent
-        self.pending = 0  # batches sent and not yet acked
-        self.waiting = False  # window full: the next ack resumes sending
-        self.inbox: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # acks not yet seen by the grouping
+        self.node = node
+        self.seqs = seqs  # the global seq of each input position of this source
+        self._wake_at = np.inf  # the pending wake-up, if any (only the earliest one counts)
+        self._token = 0
 
     @property
-    def exhausted(self) -> bool:
-        """True once every tuple of this source has been sent."""
-        return self.next >= len(self.seqs)
+    def index(self) -> int:
+        """The source's index."""
+        return self.node.index
 
-    def ready_at(self) -> float:
-        """When the next batch closes: full, lingered out, or the input ends."""
-        if self.arrivals is None:
-            return self.sim.kernel.now
-        spec = self.sim.spec
-        last = min(self.next + spec.batch_size, len(self.seqs)) - 1
-        return min(float(self.arrivals[last]), float(self.arrivals[self.next]) + spec.linger_ms / 1e3)
+    @property
+    def grouping(self) -> Grouping:
+        """The source's grouping."""
+        return self.node.grouping
 
-    def plan(self) -> None:
-        """Schedule the next send, or wait for an ack when max_pending batches are in flight."""
-        if self.exhausted:
-            return
-        if self.pending >= self.sim.spec.max_pending:
-            self.waiting = True
-            return
+    def plan(self, at: float | None = None) -> None:
+        """Wake at `at` (default: when the node next has something to do), unless an earlier wake is pending."""
         now = self.sim.kernel.now
-        at = max(self.ready_at(), now)
-        end = self.sim.spec.duration
-        if end is not None and at > end:
-            if now > end or self.arrivals is None or self.arrivals[self.next] > end:
-                return  # emission is over
-            at = end  # the source stops at the end of the run and flushes what it holds
-        self.sim.kernel.schedule(at, self.send, priority=SEND)
+        if at is None:
+            at = self.node.next_wakeup(now)
+            if at is None:
+                return
+        if self._wake_at <= at and self._wake_at >= now:
+            return
+        self._token += 1
+        self._wake_at = at
+        self.sim.kernel.schedule(at, self._wake, self._token, priority=SEND)
 
-    def send(self) -> None:
-        """Route the next batch and put its tuples on the wire to their workers."""
+    def _wake(self, token: int) -> None:
+        if token != self._token:
+            return  # replaced by an earlier wake-up
+        self._wake_at = np.inf
         sim = self.sim
-        now = sim.kernel.now
-        self.deliver_feedback()
-        begin = self.next
-        size = min(sim.spec.batch_size, len(self.seqs) - begin)
-        if self.arrivals is not None:
-            # a batch held back by the window takes whatever else has arrived meanwhile, up to batch_size
-            size = min(size, int(np.searchsorted(self.arrivals, now, side="right")) - begin)
         clock = time.perf_counter()
-        workers = np.asarray(self.grouping.route(self.keys[begin : begin + size], now), dtype=np.int32)
+        out = self.node.step(sim.kernel.now)
         sim.route_s += time.perf_counter() - clock
-        if workers.shape != (size,):
-            raise ValueError(f"the grouping returned {workers.shape} workers for {size} keys")
-        self.next += size
-        self.pending += 1
-        batch = sim.transmit(self, begin, workers, now)
-        sim.kernel.schedule(batch.done_s + sim.delay_s, self.on_ack, batch, priority=ACK)
+        for buffer in out:
+            sim.transmit(self, buffer)
         self.plan()
 
-    def on_ack(self, batch: Batch) -> None:
-        """An ack lands: keep what the workers piggybacked on it, and reopen the window."""
-        content = self.sim.piggyback(self.sim.pool, batch.workers, batch.done_s, self.index)
-        self.inbox.append((batch.workers, content))
-        self.pending -= 1
-        if self.waiting:
-            self.waiting = False
-            self.plan()
-
-    def deliver_feedback(self) -> None:
-        """Hand every ack that has landed so far to the grouping, oldest first."""
-        if not self.inbox:
-            return
-        fields = {name: np.concatenate([c[name] for _, c in self.inbox]) for name in self.inbox[0][1]}
-        workers = np.concatenate([w for w, _ in self.inbox])
-        self.inbox.clear()
-        current = workers < self.sim.active  # a worker that left meanwhile is no longer the grouping's concern
-        if not current.all():
-            workers, fields = workers[current], {name: col[current] for name, col in fields.items()}
-        self.grouping.feedback(AckReport(workers=workers, now=self.sim.kernel.now, **fields))
+    def land(self, worker: int, fields: tuple) -> None:
+        """An ack reaches this source; step at once if it lets a waiting buffer out."""
+        if self.node.on_ack(worker, fields, self.sim.kernel.now):
+            self.plan(self.sim.kernel.now)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -232,7 +157,6 @@ class Simulation:
         spec: TopologySpec,
         stream: StreamLike,
         make_grouping: Callable[[int], Grouping] | None = None,
-        piggyback: Piggyback | None = None,
         capacity_schedule: Sequence[tuple[float, Sequence[float]]] = (),
         progress: Callable[[int], None] | None = None,
         controller: Controller | None = None,
@@ -256,18 +180,30 @@ class Simulation:
             if delegation is None:
                 self.delegation = groupings.make_delegation(spec.grouping, spec.workers, **spec.params)
             make_grouping = _registered_grouping(spec, self.controller)
-        queue_capacity = spec.sources * spec.max_pending * spec.batch_size  # the most a worker can ever hold
-        self.piggyback = piggyback if piggyback is not None else AckContent(self.pool, queue_capacity, self.delegation)
+        capacity = queue_capacity(spec.sources, spec.max_pending, spec.batch_size)
+        self.meters = [AckMeter(w, float(self.pool.service_s[w]), capacity, self.delegation)
+                       for w in range(self.pool.workers)]
+        self._busy_s = np.zeros(self.pool.workers)  # each worker's running total of busy seconds
         arrivals = arrival_times(messages, spec.rate, getattr(stream, "ts", None))
         every = spec.sources
+        draining = (lambda: self.controller.draining) if self.controller is not None else None
         self.sources = [
-            Source(
+            SimSource(
                 self,
-                s,
-                make_grouping(s),
+                SourceNode(
+                    s,
+                    make_grouping(s),
+                    keys=key_hash[s::every].copy(),
+                    arrivals=source_share(arrivals, s, every),
+                    pool=self.pool.workers,
+                    active=spec.workers,
+                    batch_size=spec.batch_size,
+                    linger_s=spec.linger_ms / 1e3,
+                    credits=spec.max_pending,
+                    end_s=spec.duration,
+                    draining=draining,
+                ),
                 seqs=np.arange(s, messages, every, dtype=np.int64),
-                keys=key_hash[s::every].copy(),
-                arrivals=None if arrivals is None else arrivals[s::every].copy(),
             )
             for s in range(every)
         ]
@@ -275,7 +211,7 @@ class Simulation:
         self.seq = np.empty(messages, np.int64)
         self.source = np.empty(messages, np.int32)
         self.arrival_s = np.empty(messages)
-        self.batches: list[Batch] = []
+        self.batches: list[tuple] = []  # per buffer: source, worker, batch id, first slot, size, sent, done
         self.route_s = 0.0
         self._next_report = PROGRESS_STEP
         # the world's changes: by time they are events, by message count they are checked as tuples are sent
@@ -311,7 +247,7 @@ class Simulation:
         self.active = int(change.value)
         self.active_history.append((now, self.active))
         for source in self.sources:
-            source.grouping.resize(self.active)
+            source.node.resize(self.active)
         if self.delegation is not None:
             self.delegation.resize(self.active)
         if self.controller is not None:
@@ -337,7 +273,7 @@ class Simulation:
         before = ctl.version
         if ctl.step(report) and ctl.version != before:
             self._migrate(before, now)
-        if not all(source.exhausted for source in self.sources):
+        if not all(source.node.exhausted for source in self.sources):
             self.kernel.schedule(now + ctl.period_s, self._control, priority=WORLD)
 
     def _migrate(self, old_version: int, now: float) -> None:
@@ -354,34 +290,51 @@ class Simulation:
 
     # --- tuples on the wire
 
-    def transmit(self, source: Source, begin: int, workers: np.ndarray, now: float) -> Batch:
-        """Put a routed batch on the wire: its tuples join their workers' queues one network delay later."""
-        if workers.size and int(workers.max()) >= self.active:
-            draining = self.controller.draining if self.controller is not None else frozenset()
-            stray = [w for w in np.unique(workers[workers >= self.active]).tolist() if w not in draining]
-            if stray:
-                raise ValueError(f"the grouping routed a tuple to worker {stray[0]}; {self.active} are active")
-        first, done, used = self.pool.enqueue(workers, now + self.delay_s)
-        end = first + len(workers)
-        self.seq[first:end] = source.seqs[begin : begin + len(workers)]
+    def transmit(self, source: SimSource, buffer: Buffer) -> None:
+        """Put a buffer on the wire: it joins its worker's queue one network delay later."""
+        if self.delay_s:
+            self.kernel.schedule(self.kernel.now + self.delay_s, self._arrive, source, buffer, priority=ARRIVE)
+        else:
+            self._arrive(source, buffer)
+
+    def _arrive(self, source: SimSource, buffer: Buffer) -> None:
+        """A buffer reaches its worker: queue its tuples (their finish times are known at once)."""
+        now, w, size = self.kernel.now, buffer.worker, len(buffer.index)
+        first, done, _ = self.pool.enqueue(np.full(size, w, np.int32), now)
+        end = first + size
+        self.seq[first:end] = source.seqs[buffer.index]
         self.source[first:end] = source.index
-        arrived = source.arrivals
-        self.arrival_s[first:end] = now if arrived is None else arrived[begin : begin + len(workers)]
-        batch = Batch(source.index, first, len(workers), now, done, used)
-        self.batches.append(batch)
+        self.arrival_s[first:end] = source.node.arrival[buffer.index]
+        self.meters[w].arrive(now, size)
+        self.batches.append((source.index, w, buffer.batch_id, first, size, buffer.sent_s, done))
+        self.kernel.schedule(done, self._served, source, w, first, size, priority=DONE)
         if self.progress is not None and end >= self._next_report:
             self.progress(end)
             self._next_report = end + PROGRESS_STEP
         while self._by_count and self._by_count[0].at <= end:
-            self._apply(self._by_count.pop(0))  # effective from the next batch on
-        return batch
+            self._apply(self._by_count.pop(0))  # effective from the next buffer on
+
+    def _served(self, source: SimSource, w: int, first: int, size: int) -> None:
+        """A buffer's last tuple is done: the worker acks it, piggybacking its load and signal."""
+        now = self.kernel.now
+        self._busy_s[w] += now - self.pool.start_s[first]  # a buffer's tuples are served back to back
+        meter = self.meters[w]
+        meter.service_s = float(self.pool.service_s[w])
+        meter.serve(now, size, float(self._busy_s[w]))
+        fields = meter.ack(now, source.index, self.active)
+        if self.delay_s:
+            self.kernel.schedule(now + self.delay_s, source.land, w, fields, priority=ACK)
+        else:
+            source.land(w, fields)
 
     def run(self) -> RunResult:
         """Run the event loop to the end and compute the outputs."""
         clock = time.perf_counter()
         for source in self.sources:
-            source.plan()
+            source.plan(0.0)
         self.kernel.run()
+        for source in self.sources:
+            source.node.finish(self.kernel.now)
         loop_s = time.perf_counter() - clock
         emitted = self.pool.size
         if self.progress is not None:
@@ -431,8 +384,8 @@ class Simulation:
         if self.controller is not None:
             extra["controller"] = self.controller.stats()
             extra["repartitions"] = self.migrations.events
-        if isinstance(self.piggyback, AckContent) and self.delegation is not None:
-            extra["signals"] = dict(self.piggyback.signals_sent)
+        if self.delegation is not None:
+            extra["signals"] = {k: sum(m.signals[k] for m in self.meters) for k in ("increase", "decrease")}
             extra["delegation"] = self.delegation.stats()
         if spec.aggregate_every_s is not None:
             extra["aggregation"] = aggregation_cost(log, key_hash, spec.aggregate_every_s)
@@ -449,19 +402,26 @@ class Simulation:
             extra=extra,
             worker_timelines=lines,
         )
+        summary["source_stats"] = [source.node.stats(summary["duration_s"]) for source in self.sources]
+        summary["headroom"] = headroom(
+            engine="sim", rate=spec.rate, throughput=summary["throughput_tps"],
+            worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
+        )
         series = timeseries(log, pool.workers, spec.sample_interval_s, worker_timelines=lines)
         return RunResult(summary, series, log, extras={"batches": self._batch_table()})
 
     def _batch_table(self) -> pa.Table:
-        batches = self.batches
+        rows = np.asarray(self.batches, dtype=np.float64).reshape(-1, 7)
         return pa.table(
             {
-                "source": pa.array([b.source for b in batches], pa.int32()),
-                "first_slot": pa.array([b.first for b in batches], pa.int64()),
-                "size": pa.array([b.size for b in batches], pa.int32()),
-                "sent_s": pa.array([b.sent_s for b in batches], pa.float64()),
-                "done_s": pa.array([b.done_s for b in batches], pa.float64()),
-                "ack_s": pa.array([b.done_s + self.delay_s for b in batches], pa.float64()),
+                "source": pa.array(rows[:, 0].astype(np.int32)),
+                "worker": pa.array(rows[:, 1].astype(np.int32)),
+                "batch_id": pa.array(rows[:, 2].astype(np.int64)),
+                "first_slot": pa.array(rows[:, 3].astype(np.int64)),
+                "size": pa.array(rows[:, 4].astype(np.int32)),
+                "sent_s": pa.array(rows[:, 5]),
+                "done_s": pa.array(rows[:, 6]),
+                "ack_s": pa.array(rows[:, 6] + self.delay_s),
             }
         )
 
@@ -471,7 +431,6 @@ def simulate(
     stream: StreamLike,
     *,
     make_grouping: Callable[[int], Grouping] | None = None,
-    piggyback: Piggyback | None = None,
     capacity_schedule: Sequence[tuple[float, Sequence[float]]] = (),
     progress: Callable[[int], None] | None = None,
     controller: Controller | None = None,
@@ -481,11 +440,10 @@ def simulate(
 
     make_grouping(source_index) builds each source's grouping (default: the registered grouping named by
     the spec, seeded per source, with the strategy's controller and worker delegation if it has them);
-    piggyback is the worker-side ack logic (default: `AckContent`);
     capacity_schedule lists (time_s, capacities) changes; progress gets the number of tuples emitted so far;
     controller and delegation replace the strategy's own (tests and custom strategies).
     """
-    return Simulation(spec, stream, make_grouping, piggyback, capacity_schedule, progress, controller, delegation).run()
+    return Simulation(spec, stream, make_grouping, capacity_schedule, progress, controller, delegation).run()
 
 
 def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> Callable[[int], Grouping]:
@@ -494,35 +452,3 @@ def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> C
         return groupings.make(spec.grouping, workers=spec.workers, seed=seed, controller=controller, **spec.params)
 
     return make
-
-
-def operator_outcome(
-    name: str,
-    key_hash: np.ndarray,
-    worker: np.ndarray,
-    workers: int,
-    values: np.ndarray | None = None,
-    params: dict | None = None,
-) -> tuple[list[int], int, bool]:
-    """Distinct keys each worker saw, distinct keys in all, and whether the merged operator state is exact.
-
-    Key counts come from the routing itself (the papers' memory cost: key copies held), not from the operator's
-    state, which may keep fewer (a top-k summary holds a bounded number of keys).
-    """
-    op = operators.make(name, **(params or {}))
-    states = op.from_grouped(key_hash, worker, workers, values)
-    exact = op.equal(op.merge(states), op.exact(key_hash, values))
-    per_worker, total = distinct_keys_per_worker(key_hash, worker, workers)
-    return per_worker, total, bool(exact)
-
-
-def distinct_keys_per_worker(key_hash: np.ndarray, worker: np.ndarray, workers: int) -> tuple[list[int], int]:
-    """Number of distinct keys routed to each worker, and in the whole stream."""
-    if not len(key_hash):
-        return [0] * workers, 0
-    order = np.lexsort((key_hash, worker))
-    w, k = worker[order], key_hash[order]
-    first = np.ones(len(k), bool)
-    first[1:] = (w[1:] != w[:-1]) | (k[1:] != k[:-1])
-    per_worker = np.bincount(w[first], minlength=workers)
-    return per_worker.tolist(), int(np.unique(key_hash).size)

@@ -45,6 +45,7 @@ class TopologySpec:
     chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0)
     address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
+    worker_processes: int | None = None  # ray engine: processes hosting the workers (Storm's workers); None = cores
     # ray engine: record Prometheus metrics, exported on 127.0.0.1:metrics_port by the local Ray this run starts
     # (with `address`, by every node on the port it was started with); None = no metrics
     metrics_port: int | None = None
@@ -89,8 +90,10 @@ class TopologySpec:
         for action, target, at in self.chaos:
             if action != "kill-worker" or not 0 <= target < self.max_workers or not at >= 0:
                 raise SpecError(f"--chaos {action}:{target}@{at}: expected kill-worker:ID@SECONDS with ID < workers")
-        if self.engine == "sim" and (self.chaos or self.address or self.placement):
-            raise SpecError("--chaos, --address and --placement need --engine ray")
+        if self.worker_processes is not None and self.worker_processes < 1:
+            raise SpecError(f"--worker-processes must be at least 1 (got {self.worker_processes})")
+        if self.engine == "sim" and (self.chaos or self.address or self.placement or self.worker_processes):
+            raise SpecError("--chaos, --address, --placement and --worker-processes need --engine ray")
         if self.metrics_port is not None:
             if self.engine != "ray":
                 raise SpecError("--metrics-port needs --engine ray")

@@ -22,8 +22,8 @@ MERGE_EVERY = 16  # flushes kept unmerged before they are folded into the runnin
 class Aggregator:
     """Holds the merged operator state, the committed batches and the per-tuple log that came with them."""
 
-    def __init__(self, operator: str, workers: int, sources: int) -> None:
-        self.op = operators.make(operator)
+    def __init__(self, operator: str, workers: int, sources: int, operator_params: dict | None = None) -> None:
+        self.op = operators.make(operator, **(operator_params or {}))
         self._live = [-1] * workers  # the incarnation of each worker allowed to flush
         self._lives = [0] * workers  # incarnations registered so far
         self._committed: list[set[int]] = [set() for _ in range(sources)]

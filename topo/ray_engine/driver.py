@@ -15,14 +15,15 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 import groupings
 from topo.metrics import RunResult
+from topo.model.inputs import arrival_times
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.controller import ControlLoop
+from topo.ray_engine.host import WorkerHost, WorkerRef, host_groups
 from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
 from topo.ray_engine.outputs import Collected, build_result
 from topo.ray_engine.source import Source
-from topo.ray_engine.worker import DEFAULT_FLUSH_S, Worker
+from topo.ray_engine.worker import DEFAULT_FLUSH_S
 from topo.schedule import MESSAGES
-from topo.sim import arrival_times
 from topo.spec import SpecError, TopologySpec
 from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota, worker_quota
 
@@ -36,6 +37,11 @@ WORK_MODES = ("sleep", "cpu")
 DEFAULT_CORE_SHARE = 0.4  # share of a core a capacity-1.0 worker burns in cpu mode, when the spec sets none
 
 _REMOTE: dict = {}  # actor classes made remote once per process
+
+
+def default_processes(workers: int) -> int:
+    """Worker processes when the spec names none: one per core, as a Storm supervisor offers one slot per core."""
+    return max(1, min(workers, os.cpu_count() or 1))
 
 
 def parse_chaos(chaos, workers: int) -> list[tuple[str, int, float]]:
@@ -112,13 +118,16 @@ class Run:
         self.actors: list = []
         self.capped: set[int] = set()  # worker pids under a cgroup quota
         aggregator = f"aggregator-{uuid.uuid4().hex}"  # workers look it up by name, also after a restart
-        self.aggregator = self._spawn(Aggregator, {"name": aggregator}, spec.operator, n, s)
-        self.workers = []
-        for w in range(n):
+        self.aggregator = self._spawn(Aggregator, {"name": aggregator}, spec.operator, n, s, spec.operator_params)
+        self.workers: list[WorkerRef] = [None] * n  # type: ignore[list-item]
+        self.hosts = host_groups(n, spec.worker_processes or default_processes(n), placement)
+        for h, members in enumerate(self.hosts):
             options = {"max_restarts": -1, "max_task_retries": 0}
             if placement is not None:
-                options["resources"] = {placement[w]: PLACEMENT_SHARE}
-            self.workers.append(self._spawn(Worker, options, w, spec, aggregator, work, core_share, metrics))
+                options["resources"] = {placement[members[0]]: PLACEMENT_SHARE}
+            host = self._spawn(WorkerHost, options, members, spec, aggregator, work, core_share, metrics)
+            for w in members:
+                self.workers[w] = WorkerRef(host, h, w)
         key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
         arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))
         values = getattr(stream, "values", None)
@@ -154,7 +163,8 @@ class Run:
     def kill(self, worker: int) -> dict:
         """Kill a worker's process for real (SIGKILL); Ray restarts the actor."""
         handle = self.workers[worker]
-        event = {"action": KILL_WORKER, "worker": worker}
+        # a worker process dies whole: every worker it hosts restarts with it
+        event = {"action": KILL_WORKER, "worker": worker, "process_workers": self.hosts[handle.host_index]}
         try:
             pid = ray.get(handle.pid.remote(), timeout=10.0)
             report = ray.get(handle.report.remote(), timeout=10.0)
@@ -182,13 +192,14 @@ class Run:
         share = getattr(self.spec, "core_share", DEFAULT_CORE_SHARE)
         here = ray.util.get_node_ip_address()
         rows = []
-        for w, handle in enumerate(self.workers):
-            report = ray.get(handle.report.remote(), timeout=10.0)
-            quota = worker_quota(float(capacities[w]) * share)
+        for members in self.hosts:
+            report = ray.get(self.workers[members[0]].report.remote(), timeout=10.0)
+            # one quota per process: the shares of every worker it hosts
+            quota = worker_quota(sum(float(capacities[w]) for w in members) * share)
             applied = report["node"]["ip"] == here and apply_cgroup_quota(report["pid"], quota)
             if applied:
                 self.capped.add(report["pid"])
-            rows.append({"worker": w, "pid": report["pid"], "cores": quota, "applied": bool(applied)})
+            rows += [{"worker": w, "pid": report["pid"], "cores": quota, "applied": bool(applied)} for w in members]
         return rows
 
     def teardown(self) -> None:

@@ -115,12 +115,12 @@ class SourceMetrics:
         self.virtual: list | None = None  # created on the first stats that have virtual workers
         self._virtual_due = 0.0
 
-    def batch(self, emitted: int, inflight: list) -> None:
-        """A batch was sent: `emitted` more tuples, and each worker's window now."""
+    def batch(self, emitted: int, inflight: list[int]) -> None:
+        """Buffers were sent: `emitted` more tuples, and the buffers in flight to each worker now."""
         if emitted:
             self.emitted.inc(emitted)
-        for gauge, window in zip(self.inflight, inflight, strict=True):
-            gauge.set(len(window))
+        for gauge, count in zip(self.inflight, inflight, strict=True):
+            gauge.set(count)
 
     def virtual_due(self) -> bool:
         """True at most every `VIRTUAL_EVERY_S` (the caller then reads its grouping's stats)."""

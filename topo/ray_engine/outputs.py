@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 import operators
+from topo.headroom import headroom
 from topo.metrics import (
     RunResult,
     TupleLog,
@@ -19,6 +20,7 @@ from topo.metrics import (
     timelines,
     timeseries,
 )
+from topo.outcome import distinct_keys_per_worker
 from topo.spec import TopologySpec
 
 
@@ -94,11 +96,12 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
     log = tuple_log(got.log, got.t0)
     key_hash = np.asarray(stream.key_hash, dtype=np.uint64)
     values = getattr(stream, "values", None)
-    op = operators.make(spec.operator)
     sent = emitted_seqs(got.sources, spec.sources)
-    exact = op.equal(got.state, op.exact(key_hash[sent], None if values is None else np.asarray(values)[sent]))
-    per_worker_states = op.from_grouped(key_hash[log.seq], log.worker, n)
-    distinct = [int(op.distinct_keys(s)) for s in per_worker_states]
+    sent_values = None if values is None else np.asarray(values)[sent]
+    # key copies from the routing, as in the simulator; exactness from the state the aggregator really merged
+    distinct, keys_total = distinct_keys_per_worker(key_hash[log.seq], log.worker, n)
+    op = operators.make(spec.operator, **spec.operator_params)
+    exact = bool(op.equal(got.state, op.exact(key_hash[sent], sent_values)))
     lines = timelines(log, n)
     start = float(log.arrival_s.min()) if len(log) else 0.0
     end = float(log.finish_s.max()) if len(log) else 0.0
@@ -158,7 +161,7 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         sources=spec.sources,
         tuples_in=int(sent.size),
         distinct_keys=distinct,
-        keys_total=int(op.distinct_keys(got.state)),
+        keys_total=keys_total,
         exact=exact,
         extra=extra,
         worker_timelines=lines,
@@ -167,5 +170,10 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         row["measured_capacity"] = float(report["measured_capacity"]) if spec.cost_ms > 0 else None
         row["node"] = dict(report["node"])
         row["incarnations"] = incarnations[row["id"]]
+    summary["source_stats"] = [s["node"] for s in got.sources]
+    summary["headroom"] = headroom(
+        engine="ray", rate=spec.rate, throughput=summary["throughput_tps"],
+        worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
+    )
     series = timeseries(log, n, spec.sample_interval_s, worker_timelines=lines)
     return RunResult(summary, series, log, extras={"batches": batches_table(got.sources)})

@@ -1,11 +1,10 @@
-"""A source actor: its share of the stream, its own grouping, micro-batches, flow control and replay.
+"""A source actor: the shared `SourceNode` driven by the wall clock, its buffers put on the wire, and replay.
 
-Message seq goes to source seq % S. A batch closes when `batch_size` tuples have arrived or `linger_ms` after the
-first of them (with no rate, input is always waiting); the source hands the acks that reached it to its grouping
-as one `AckReport`, routes the batch with one `route` call and sends one sub-batch per destination worker. At
-most `max_pending` sub-batches are in flight per (source, worker) pair; a full window blocks on `ray.wait`.
+The node decides what goes out and when (per-destination buffers, linger, credits per channel, feedback before
+routing), exactly as in the simulator; this actor only moves its buffers, one Ray call per buffer carrying one
+packed record array (`protocol.pack`), and hands every ack back to the node, which returns the channel's credit.
 
-Replay: every sub-batch stays in the replay buffer until the aggregator has merged it (acks and flushes tell).
+Replay: every buffer stays in the replay buffer until the aggregator has merged it (acks and flushes tell).
 When a call fails with an actor error, or an ack shows that the worker restarted, the source waits for the
 worker to be up again, drops what the aggregator committed meanwhile, and re-sends the rest with the same batch
 ids. At the end it asks its workers to flush until every batch it sent is committed.
@@ -24,14 +23,16 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 import groupings
-from groupings.feedback import AckReport
+from topo.model import Buffer, SourceNode
+from topo.model.inputs import source_seed
 from topo.ray_engine.controller import SourceStatistics, install_replica
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
-from topo.sim import source_seed
+from topo.ray_engine.protocol import pack
 from topo.spec import TopologySpec
 
 PENDING, ACKED, FAILED = "pending", "acked", "failed"
 RECOVERY_TIMEOUT_S = 120.0  # how long a source waits for a crashed worker to come back
+POLL_ROUNDS = 4  # rounds of taking ready answers per poll (a frame answers one buffer per round)
 
 
 @dataclass(slots=True)
@@ -49,6 +50,7 @@ class Entry:
     sent_s: float = 0.0
     acked_s: float = 0.0
     sends: int = 0
+    credit: bool = True  # still holds its channel's credit at the node
 
 
 @dataclass
@@ -56,8 +58,8 @@ class Counters:
     """What a source did, for the run summary."""
 
     emitted: int = 0
-    batches: int = 0  # micro-batches routed
-    sub_batches: int = 0  # calls to workers, replays excluded
+    batches: int = 0  # route calls
+    sub_batches: int = 0  # buffers sent (one call each), replays excluded
     acks: int = 0
     foreign_acks: int = 0  # acks naming another source (must stay 0)
     failures: int = 0  # calls that failed with an actor error
@@ -86,178 +88,187 @@ class Source:
         self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
         self.grouping = groupings.make(spec.grouping, workers=spec.workers, seed=source_seed(spec.seed, index),
                                        controller=self.controller, **spec.params)
-        self.active = spec.workers  # workers [0, active) are part of the topology now
-        self._lock = threading.Lock()  # the grouping, shared with the controller's and the driver's calls
+        self.node = SourceNode(index, self.grouping, keys, arrivals, pool=len(workers), active=spec.workers,
+                               batch_size=spec.batch_size, linger_s=spec.linger_ms / 1e3, credits=spec.max_pending,
+                               end_s=spec.duration, draining=self._draining)
+        self._lock = threading.Lock()  # the node and its grouping, shared with the controller's and the driver's calls
         self._fresh: list[np.ndarray] = []  # keys routed since the controller last asked (state that may move)
         n = len(workers)
-        self._inflight: list[dict[Any, Entry]] = [{} for _ in range(n)]
+        self._frames: dict[Any, dict[tuple[int, int], Entry]] = {}  # streaming call -> its buffers not yet acked
+        self._in_flight = [0] * n  # buffers in flight per worker
         self._buffer: dict[int, Entry] = {}
         self._incarnation = [-1] * n  # newest incarnation heard from, per worker
         self._suspects: set[int] = set()  # workers that may have lost batches of this source
-        self._inbox: list = []
-        self.max_in_flight = [0] * n
         self.count = Counters()
-        self._next_id = 0
         self._batch_rows: list[tuple] = []
         self.t0 = 0.0
+        self.waited_s = 0.0  # time the loop spent waiting for input, deadlines or answers (the rest it was busy)
+        self.loop_s = self.loop_busy_s = 0.0
+
+    @property
+    def active(self) -> int:
+        """Workers [0, active) are part of the topology now."""
+        return self.node.active
+
+    def _draining(self) -> frozenset:
+        return self.controller.draining if self.controller is not None else frozenset()
 
     # --- the main loop
 
     def run(self, t0: float) -> dict:
         """Emit this source's share of the stream from `t0` on; return once all of it is committed."""
         self.t0 = t0
-        spec, arrivals, n = self.spec, self.arrivals, len(self.keys)
-        size_cap, linger, end = spec.batch_size, spec.linger_ms / 1e3, spec.duration
+        node = self.node
         time.sleep(max(0.0, t0 - time.time()))
-        begin = 0
-        while begin < n:
-            now = time.time() - t0
-            if arrivals is None:
-                if end is not None and now > end:
-                    break
-                size = min(size_cap, n - begin)
-            else:
-                close = min(float(arrivals[min(begin + size_cap, n) - 1]), float(arrivals[begin]) + linger)
-                if end is not None and close > end:
-                    if arrivals[begin] > end:
-                        break
-                    close = end  # the source stops at the end of the run and flushes what it holds
-                self._idle_until(t0 + close)
-                upto = time.time() - t0 if end is None else min(time.time() - t0, end)
-                size = min(size_cap, n - begin, max(1, int(np.searchsorted(arrivals, upto, "right")) - begin))
+        started = time.perf_counter()
+        while not node.done:
             self._poll()
             self._recover_suspects()
-            self._route_and_send(begin, size)
-            begin += size
-            self.count.emitted = begin
-            if self.metrics is not None:
-                self._record(size)
+            now = time.time() - t0
+            with self._lock:
+                before = node.routed
+                out = node.step(now)
+                if self.controller is not None and node.routed > before:
+                    self._fresh.append(self.keys[before : node.routed])
+                wake = node.next_wakeup(now)
+            if out:
+                self._send([self._entry(buffer) for buffer in out])
+            self.count.emitted = node.routed
+            if self.metrics is not None and out:
+                self._record(sum(len(b.index) for b in out))
+            if node.done:
+                break
+            # sleep until the node's next deadline or the next answer, whichever comes first
+            self._wait(self._all_inflight(), None if wake is None else max(0.0, t0 + wake - time.time()))
+        self.loop_s = time.perf_counter() - started
+        self.loop_busy_s = self.loop_s - self.waited_s  # what the drain waits for is not the loop's
         self._drain()
         if self.metrics is not None:
             self._record(0)
         return self._report()
 
     def _record(self, emitted: int) -> None:
-        """Export a batch's metrics: tuples emitted, windows in flight, now and then the virtual workers (cg)."""
-        self.metrics.batch(emitted, self._inflight)
+        """Export a step's metrics: tuples sent, buffers in flight, now and then the virtual workers (cg)."""
+        self.metrics.batch(emitted, self._in_flight)
         if hasattr(self.grouping, "virtual_workers") and self.metrics.virtual_due():
             with self._lock:
                 stats = self.grouping.stats()
             self.metrics.virtual_workers(stats)
 
-    def _route_and_send(self, begin: int, size: int) -> None:
-        stop = begin + size
-        emitted = time.time()
-        keys = self.keys[begin:stop]
-        with self._lock:
-            self._deliver_feedback(emitted - self.t0)
-            chosen = np.asarray(self.grouping.route(keys, emitted - self.t0), dtype=np.int32)
-            if self.controller is not None:
-                self._fresh.append(keys)
-            active = self.active
-            draining = self.controller.draining if self.controller is not None else frozenset()
-        n = len(self.workers)
-        if chosen.shape != (size,) or (size and (chosen.min() < 0 or chosen.max() >= n)):
-            raise ValueError(f"the grouping routed a batch of {size} outside [0, {n}) or to the wrong shape")
-        if size and chosen.max() >= active:
-            stray = [w for w in np.unique(chosen[chosen >= active]).tolist() if w not in draining]
-            if stray:
-                raise ValueError(f"the grouping routed a tuple to worker {stray[0]}; {active} are active")
-        arrival = np.full(size, emitted) if self.arrivals is None else self.t0 + self.arrivals[begin:stop]
-        order = np.argsort(chosen, kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(chosen, minlength=n))))
-        self.count.batches += 1
-        for w in np.flatnonzero(np.diff(bounds)).tolist():
-            pick = begin + order[bounds[w] : bounds[w + 1]]
-            values = None if self.values is None else self.values[pick]
-            entry = Entry(self._next_id, w, self.seqs[pick], self.keys[pick], arrival[pick - begin], values)
-            self._next_id += 1
-            self.count.sub_batches += 1
-            self._send(entry)
+    def _entry(self, buffer: Buffer) -> Entry:
+        pick = buffer.index
+        values = None if self.values is None else self.values[pick]
+        arrival = self.t0 + self.node.arrival[pick]
+        self.count.sub_batches += 1
+        return Entry(buffer.batch_id, buffer.worker, self.seqs[pick], self.keys[pick], arrival, values)
 
     # --- sending and acks
 
-    def _send(self, entry: Entry) -> None:
-        """Put a sub-batch on the wire once its worker's window has room; it stays buffered until committed."""
-        w = entry.worker
-        while len(self._inflight[w]) >= self.spec.max_pending:
-            self._wait(list(self._inflight[w]))
-        ref = self.workers[w].process.remote(self.index, entry.batch_id, entry.seq, entry.keys, entry.arrival,
-                                             entry.values)
-        entry.state, entry.sent_s = PENDING, time.time()
-        entry.sends += 1
-        self._inflight[w][ref] = entry
-        self._buffer[entry.batch_id] = entry
-        self.max_in_flight[w] = max(self.max_in_flight[w], len(self._inflight[w]))
+    def _send(self, entries: list[Entry]) -> None:
+        """Put buffers on the wire, one streaming call (a frame) per worker process; each stays in the replay
+        buffer until committed."""
+        frames: dict[int, list[Entry]] = {}
+        for entry in entries:
+            frames.setdefault(self.workers[entry.worker].host_index, []).append(entry)
+        now = time.time()
+        for group in frames.values():
+            frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
+            host = self.workers[group[0].worker].host
+            call = host.process.options(num_returns="streaming").remote(frame)
+            for entry in group:
+                entry.state, entry.sent_s = PENDING, now
+                entry.sends += 1
+                self._buffer[entry.batch_id] = entry
+                self._in_flight[entry.worker] += 1
+            self._frames[call] = {(e.worker, e.batch_id): e for e in group}
 
     def _all_inflight(self) -> list:
-        return [ref for refs in self._inflight for ref in refs]
+        return list(self._frames)
 
-    def _wait(self, refs: list, timeout: float | None = None) -> None:
-        """Block until one of `refs` is answered (or the timeout), then take every answer that is ready."""
-        if not refs:
-            if timeout:
-                time.sleep(timeout)
+    def _wait(self, calls: list, timeout: float | None = None) -> None:
+        """Block until one of `calls` has an answer (or the timeout), then take every answer that is ready."""
+        clock = time.perf_counter()
+        if not calls:
+            time.sleep(timeout if timeout is not None else 0.001)
+            self.waited_s += time.perf_counter() - clock
             return
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        ready, _ = ray.wait(calls, num_returns=1, timeout=timeout)
+        self.waited_s += time.perf_counter() - clock
         if ready:
             self._poll()
 
     def _poll(self) -> None:
         """Take every answer that has arrived, without blocking."""
-        refs = self._all_inflight()
-        if refs:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in ready:
-                self._take(ref)
+        for _ in range(POLL_ROUNDS):
+            calls = self._all_inflight()
+            if not calls:
+                return
+            ready, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
+            if not ready:
+                return
+            for call in ready:
+                self._take(call)
 
-    def _idle_until(self, deadline: float) -> None:
-        """Wait for input to arrive, taking acks meanwhile."""
-        while (left := deadline - time.time()) > 0:
-            self._wait(self._all_inflight(), timeout=left)
-
-    def _take(self, ref) -> None:
-        entry = next(e for refs in self._inflight if (e := refs.pop(ref, None)) is not None)
-        w = entry.worker
-        try:
-            ack = ray.get(ref)
-        except RayActorError:
+    def _fail(self, call) -> None:
+        """The frame's process died: every buffer of it not yet acked may be lost."""
+        for entry in self._frames.pop(call).values():
             entry.state = FAILED
+            self._in_flight[entry.worker] -= 1
             self.count.failures += 1
-            self._suspects.add(w)
+            self._suspects.add(entry.worker)
+
+    def _take(self, call) -> None:
+        """The next answer of a frame: one buffer's ack."""
+        waiting = self._frames[call]
+        try:
+            acks = ray.get(next(call))
+        except StopIteration:
+            if waiting:
+                self._fail(call)  # the stream ended early: what it did not ack is suspect
+            else:
+                del self._frames[call]
             return
+        except RayActorError:
+            self._fail(call)
+            return
+        for ack in acks:
+            self._acked(waiting.pop((ack.worker, ack.batch_id)), ack)
+        if not waiting:
+            del self._frames[call]  # every buffer answered: the stream has nothing more to say
+
+    def _acked(self, entry: Entry, ack) -> None:
+        w = entry.worker
+        self._in_flight[w] -= 1
         if ack.source != self.index:
             self.count.foreign_acks += 1
         entry.state, entry.incarnation, entry.acked_s = ACKED, ack.incarnation, time.time()
         self.count.acks += 1
         if ack.signal:
             self.count.signals["increase" if ack.signal > 0 else "decrease"] += 1
-        self._inbox.append(ack)
+        self._release(entry, (ack.queue_len, ack.load, ack.utilization, ack.service_ms, ack.signal))
         self._commit(ack.committed)
         if ack.incarnation > self._incarnation[w]:
             if self._incarnation[w] >= 0:
                 self._suspects.add(w)  # it restarted: what the lost incarnation held must be replayed
             self._incarnation[w] = ack.incarnation
 
-    def _deliver_feedback(self, now: float) -> None:
-        """Hand the grouping every ack that reached this source since its last batch, oldest first."""
-        if not self._inbox:
+    def _release(self, entry: Entry, fields: tuple | None = None) -> None:
+        """Give the entry's credit back to the node, once: with the ack's fields, or bare (committed or held)."""
+        if not entry.credit:
             return
-        # a worker that left meanwhile is no longer the grouping's concern
-        acks, self._inbox = [a for a in self._inbox if a.worker < self.active], []
-        if not acks:
-            return
-        col = list(zip(*acks, strict=True))
-        self.grouping.feedback(AckReport(
-            workers=np.asarray(col[0], np.int32), queue_len=np.asarray(col[4], np.float64),
-            load=np.asarray(col[5], np.float64), utilization=np.asarray(col[6], np.float64),
-            service_ms=np.asarray(col[7], np.float64), signals=np.asarray(col[8], np.int8), now=now))
+        entry.credit = False
+        with self._lock:
+            if fields is not None:
+                self.node.on_ack(entry.worker, fields, time.time() - self.t0)
+            else:
+                self.node.release(entry.worker)
 
     def _commit(self, batch_ids) -> None:
         """The aggregator merged these batches: forget them."""
         for b in np.asarray(batch_ids).tolist():
             entry = self._buffer.pop(b, None)
             if entry is not None:
+                self._release(entry)
                 self._batch_rows.append((b, entry.worker, len(entry.keys), entry.sent_s - self.t0,
                                          entry.acked_s - self.t0, entry.sends))
 
@@ -276,6 +287,7 @@ class Source:
         # asked after the new incarnation registered: no flush of an older one can commit anything from now on
         self._commit(ray.get(self.aggregator.committed.remote(self.index, mine)))
         held = set(held)
+        replays = []
         for b in sorted(mine):
             entry = self._buffer.get(b)  # answers taken while re-sending may commit later ones
             if entry is None or entry.state == PENDING:
@@ -283,11 +295,14 @@ class Source:
             if b in held:
                 if entry.state == FAILED:
                     entry.state, entry.incarnation = ACKED, incarnation  # the answer was lost, not the batch
+                    self._release(entry)
                 continue
             if entry.state == FAILED or entry.incarnation < incarnation:
                 self.count.replays += 1
                 self.count.replayed_tuples += len(entry.keys)
-                self._send(entry)
+                replays.append(entry)
+        if replays:
+            self._send(replays)
 
     def _hello(self, w: int, batch_ids: list[int]) -> tuple[int, list[int]]:
         deadline = time.time() + RECOVERY_TIMEOUT_S
@@ -327,11 +342,16 @@ class Source:
 
     def _report(self) -> dict:
         with self._lock:
-            self._deliver_feedback(time.time() - self.t0)  # the last acks too, so the grouping saw every one
+            self.node.finish(time.time() - self.t0)  # the last acks too, so the grouping saw every one
             stats = self.grouping.stats()
         rows = np.asarray(self._batch_rows, dtype=np.float64).reshape(-1, 6)
+        node = self.node
+        self.count.batches = node.route_calls
+        loop = {**node.stats(self.loop_s), "loop_s": self.loop_s,
+                "busy_fraction": self.loop_busy_s / self.loop_s if self.loop_s > 0 else 0.0}
         return {"index": self.index, "emitted": self.count.emitted, "counters": vars(self.count),
-                "max_in_flight": list(self.max_in_flight), "grouping_stats": stats, "batches": rows}
+                "max_in_flight": node.max_in_flight.tolist(), "grouping_stats": stats, "batches": rows,
+                "node": loop}
 
     # --- calls from the driver and the controller (other threads of this actor)
 
@@ -359,8 +379,7 @@ class Source:
     def resize(self, workers: int) -> None:
         """Route over workers [0, `workers`) from the next batch on (workers join or leave at the top index)."""
         with self._lock:
-            self.grouping.resize(workers)
-            self.active = workers
+            self.node.resize(workers)
 
     def install(self, replica: bytes) -> int:
         """Route with a new version of the controller from the next batch on; the version installed."""

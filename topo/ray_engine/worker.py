@@ -24,41 +24,13 @@ import ray
 
 import groupings
 import operators
+from topo.model import AckMeter, queue_capacity
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs
 from topo.spec import TopologySpec
 from topo.work import ServiceEmulator
 
-DEFAULT_WINDOW_S = 0.1  # utilization window when the strategy has no worker delegation to ask
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
-
-
-MIN_MARKS = 9  # a window spans at least four arrivals and four services, however long they take
-
-
-class WindowMeter:
-    """Tuples arrived, busy seconds and tuples served over roughly the last `window_s`, from running totals
-    marked at every arrival and service (the oldest mark kept is the last one before the window).
-
-    A window also reaches back at least `min_marks` marks: when batches arrive less often than once a window
-    (a slow worker served in a closed loop), a window of one time slot would often hold no arrival at all and
-    read a saturated worker as idle."""
-
-    def __init__(self, window_s: float, now: float, min_marks: int = MIN_MARKS) -> None:
-        self.window_s = window_s
-        self.min_marks = max(2, min_marks)
-        self._marks: deque[tuple[float, int, float, int]] = deque([(now, 0, 0.0, 0)])
-
-    def mark(self, now: float, arrived: int, busy_s: float, served: int) -> None:
-        """Record the running totals at `now`."""
-        self._marks.append((now, arrived, busy_s, served))
-        while len(self._marks) > self.min_marks and self._marks[1][0] <= now - self.window_s:
-            self._marks.popleft()
-
-    def since(self, now: float, arrived: int, busy_s: float, served: int) -> tuple[float, int, float, int]:
-        """(span, arrived, busy seconds, served) between the oldest mark kept and the totals given for `now`."""
-        t, a, b, s = self._marks[0]
-        return now - t, arrived - a, busy_s - b, served - s
 
 
 @dataclass(slots=True)
@@ -67,9 +39,7 @@ class Job:
 
     source: int
     batch_id: int
-    seq: np.ndarray
-    keys: np.ndarray
-    arrival: np.ndarray
+    tuples: np.ndarray  # protocol.WIRE records: seq, key, arrival
     values: Any
     enqueued: float
     future: asyncio.Future
@@ -94,13 +64,11 @@ class Worker:
         self.index = index
         self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
-        self.op = operators.make(spec.operator)
+        self.op = operators.make(spec.operator, **spec.operator_params)
         self.emulator = ServiceEmulator(work, spec.cost_ms, spec.capacity_list[index], core_share)
         self.delegation = groupings.make_delegation(spec.grouping, spec.max_workers, **spec.params)
-        self.measure = getattr(self.delegation, "measure", "busy")
-        now = time.time()
-        self.meter = WindowMeter(getattr(self.delegation, "window_s", DEFAULT_WINDOW_S), now)
-        self.queue_capacity = max(1, spec.sources * spec.max_pending * spec.batch_size)  # the most it can hold
+        capacity = queue_capacity(spec.sources, spec.max_pending, spec.batch_size)
+        self.meter = AckMeter(index, self.emulator.service_s, capacity, self.delegation, now=time.time())
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
         self.active = spec.workers  # a worker at or above this index left the topology: it asks for nothing
         self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
@@ -108,9 +76,6 @@ class Worker:
         self._ready = threading.Condition(self._lock)
         self._flushing = threading.Lock()  # one flush at a time
         self._jobs: deque[Job] = deque()
-        self._accepted = 0
-        self._served = 0
-        self._busy_s = 0.0
         self._pause_s = 0.0  # migration pause waiting for the server
         self._capacity: float | None = None  # a capacity change waiting for the server
         self.paused_s = 0.0
@@ -119,7 +84,6 @@ class Worker:
         self._log: list[dict[str, np.ndarray]] = []
         self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
         self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids this incarnation took
-        self.signals = {"increase": 0, "decrease": 0}
         self.signals_to = [0] * spec.sources  # signals piggybacked on acks to each source
         self.flushes = {"sent": 0, "rejected": 0}
         context = ray.get_runtime_context()
@@ -131,19 +95,17 @@ class Worker:
 
     # --- the data path
 
-    async def process(self, source: int, batch_id: int, seq: np.ndarray, keys: np.ndarray, arrival: np.ndarray,
-                      values: Any = None) -> Ack:
-        """Queue a batch; the answer is its ack, once the server is done with the batch."""
+    async def process(self, source: int, batch_id: int, tuples: np.ndarray, values: Any = None) -> Ack:
+        """Queue a buffer (`protocol.WIRE` records); the answer is its ack, once the server is done with it."""
         if self.delay_s:
-            await asyncio.sleep(self.delay_s)  # the batch is on the wire for one network delay
+            await asyncio.sleep(self.delay_s)  # the buffer is on the wire for one network delay
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         now = time.time()
         with self._lock:
             self._accepted_ids[source].add(batch_id)
-            self._accepted += len(keys)
-            self.meter.mark(now, self._accepted, self._busy_s, self._served)
-            self._jobs.append(Job(source, batch_id, seq, keys, arrival, values, now, future, loop))
+            self.meter.arrive(now, len(tuples))
+            self._jobs.append(Job(source, batch_id, tuples, values, now, future, loop))
             self._ready.notify()
         ack = await future
         if self.delay_s:
@@ -174,41 +136,31 @@ class Worker:
 
     def _serve(self, job: Job) -> None:
         begin = time.time()
-        # the batch waited since it was queued: logging and acking the last one must not slow the operator down
-        finish = self.emulator.serve(len(job.keys), ready=job.enqueued)
+        tuples = job.tuples
+        # the buffer waited since it was queued: logging and acking the last one must not slow the operator down
+        finish = self.emulator.serve(len(tuples), ready=job.enqueued)
         end = time.time()
-        log = batch_log(job.seq, job.source, job.arrival, job.enqueued, begin, finish)
+        log = batch_log(tuples["seq"], job.source, tuples["arrival"], job.enqueued, begin, finish)
         with self._lock:
-            self._state = self.op.update(self._state, job.keys, job.values)
+            self._state = self.op.update(self._state, tuples["key"], job.values)
             self._covered.append((job.source, job.batch_id))
             self._log.append(log)
-            self._served += len(job.keys)
-            self._busy_s = self.emulator.busy_seconds()
-            self.meter.mark(end, self._accepted, self._busy_s, self._served)
+            self.meter.service_s = self.emulator.service_s
+            self.meter.serve(end, len(tuples), self.emulator.busy_seconds())
             ack = self._ack(job.source, job.batch_id, end)
         job.loop.call_soon_threadsafe(_resolve, job.future, ack)
         if self.metrics is not None:
-            self.metrics.served(job.arrival, finish)
+            self.metrics.served(tuples["arrival"], finish)
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
 
     def _ack(self, source: int, batch_id: int, now: float) -> Ack:
         """What rides on the ack to `source` (called with the lock held)."""
-        span, arrived, busy, served = self.meter.since(now, self._accepted, self._busy_s, self._served)
-        service_s = self.emulator.service_s
-        utilization = min(1.0, max(0.0, busy / span)) if span > 0 else 0.0
-        offered = arrived * service_s / span if span > 0 else 0.0
-        queue_len = self._accepted - self._served
-        measured_ms = busy / served * 1e3 if served and service_s > 0 else service_s * 1e3
-        verdict = 0
-        if self.delegation is not None and self.index < self.active:
-            watched = {"busy": utilization, "offered": offered, "queue": queue_len / self.queue_capacity}[self.measure]
-            verdict = int(self.delegation.signal(self.index, source, now, float(watched)))
-            if verdict:
-                self.signals["increase" if verdict > 0 else "decrease"] += 1
-                self.signals_to[source] += 1
+        queue_len, load, utilization, service_ms, signal = self.meter.ack(now, source, self.active)
+        if signal:
+            self.signals_to[source] += 1
         committed = np.asarray(self._committed.pop(source, ()), np.int64)
-        return Ack(self.index, self.incarnation, source, batch_id, float(queue_len),
-                   min(1.0, queue_len / self.queue_capacity), utilization, measured_ms, verdict, committed)
+        return Ack(self.index, self.incarnation, source, batch_id, queue_len, load, utilization, service_ms, signal,
+                   committed)
 
     # --- flushes to the aggregator
 
@@ -259,7 +211,8 @@ class Worker:
     def counters(self) -> tuple[int, float, int]:
         """(tuples served, busy seconds, tuples queued) of this incarnation, for a controller."""
         with self._lock:
-            return self._served, self._busy_s, self._accepted - self._served
+            meter = self.meter
+            return meter.served, meter.busy_s, meter.queue_len
 
     def pause(self, seconds: float) -> None:
         """Stop the server for `seconds` before its next batch (state migration)."""
@@ -295,7 +248,7 @@ class Worker:
                 "node": self.node,
                 "measured_capacity": self.emulator.measured_capacity(),
                 "emulator": self.emulator.stats(),
-                "signals": dict(self.signals),
+                "signals": dict(self.meter.signals),
                 "signals_to": list(self.signals_to),
                 "delegation": self.delegation.stats() if self.delegation is not None else None,
                 "paused_s": self.paused_s,

@@ -1,0 +1,300 @@
+"""One source of the topology as plain, clock-driven code: routing, per-destination buffers, credits, feedback.
+
+Both engines drive this same object: the simulator from its event kernel, a Ray source actor from the wall clock.
+It does no I/O; `step(now)` returns the buffers to put on the wire and `next_wakeup(now)` says when to call again.
+
+The model follows Flink's network stack (Storm 2's batching is the same idea):
+* Routing. Input is routed in arrival order, at most `batch_size` tuples per `route` call, and each tuple joins the
+  output buffer of its worker. Acks that landed since the last step reach the grouping before it routes again.
+* Batch close. A buffer goes out when it holds `batch_size` tuples, or at the first flush tick after its oldest
+  tuple arrived, or when the source has no more input. Flush ticks come every `linger_s` (k x linger_s from the
+  start), for every buffer at once, as Flink's output flusher does with its buffer timeout (and Storm 2 with its
+  flush interval): no tuple waits in a buffer longer than `linger_s`, and a source wakes once per tick, not once
+  per buffer. linger_s = 0 sends every buffer at once.
+* Credits. Each (source, worker) channel may have `credits` buffers in flight (Flink's credit-based flow control);
+  an ack returns one. A full buffer whose channel has no credit blocks the source: it routes nothing more until an
+  ack comes (backpressure), while buffers of other channels still go out on time. Storm's max spout pending is
+  the sum of a source's credits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from groupings.feedback import AckReport
+
+ACK_FIELDS = ("queue_len", "load", "utilization", "service_ms", "signals")
+
+
+@dataclass(slots=True)
+class Buffer:
+    """One output buffer on the wire: which of the source's input positions go to `worker`."""
+
+    source: int
+    worker: int
+    batch_id: int  # per source, in send order
+    index: np.ndarray  # int64 positions into the source's input, in routing order
+    sent_s: float
+
+
+def check_routed(chosen: np.ndarray, size: int, pool: int, active: int, draining: frozenset = frozenset()) -> None:
+    """Reject a routing that has the wrong shape, leaves the pool, or uses a worker that left (unless draining)."""
+    if chosen.shape != (size,):
+        raise ValueError(f"the grouping returned {chosen.shape} workers for {size} keys")
+    if not size:
+        return
+    low, high = int(chosen.min()), int(chosen.max())
+    if low < 0 or high >= pool:
+        bad = low if low < 0 else high
+        raise ValueError(f"the grouping routed a tuple to worker {bad}, outside [0, {pool})")
+    if high >= active:
+        stray = [w for w in np.unique(chosen[chosen >= active]).tolist() if w not in draining]
+        if stray:
+            raise ValueError(f"the grouping routed a tuple to worker {stray[0]}; {active} are active")
+
+
+class SourceNode:
+    """A spout: its share of the input, its grouping, one output buffer and one credit count per worker."""
+
+    def __init__(
+        self,
+        index: int,
+        grouping,
+        keys: np.ndarray,
+        arrivals: np.ndarray | None,
+        *,
+        pool: int,
+        active: int,
+        batch_size: int,
+        linger_s: float,
+        credits: int,
+        end_s: float | None = None,
+        draining: Callable[[], frozenset] | None = None,
+    ) -> None:
+        self.index = index
+        self.grouping = grouping
+        self.keys = keys
+        self.saturating = arrivals is None  # input always waiting: a tuple arrives when it is routed
+        self.arrival = np.empty(len(keys)) if arrivals is None else np.asarray(arrivals, np.float64)
+        self.pool, self.active = pool, active
+        self.batch_size, self.linger_s, self.credits, self.end_s = batch_size, linger_s, credits, end_s
+        self.draining = draining or frozenset
+        self.routed = 0  # input positions [0, routed) have been routed
+        self._parts: list[list[np.ndarray]] = [[] for _ in range(pool)]  # each worker's buffer, in pieces
+        self._held = np.zeros(pool, np.int64)  # tuples in each buffer
+        self._oldest = np.full(pool, np.inf)  # arrival of each buffer's oldest tuple
+        self.in_flight = np.zeros(pool, np.int64)  # buffers sent and not acked, per channel
+        self.max_in_flight = np.zeros(pool, np.int64)
+        self._inbox: list[tuple] = []  # (worker, queue_len, load, utilization, service_ms, signal) not yet fed back
+        self.batches = 0  # buffers sent
+        self.route_calls = 0
+        self.acks = 0
+        self.blocked = False
+        self.blocked_s = 0.0  # time spent with a full buffer and no credit (backpressure)
+        self._blocked_at = 0.0
+        self.clock = -np.inf  # the latest time a step ran
+        self.lag_max_s = 0.0  # the longest a tuple waited at the source before it was routed
+        self.lag_sum_s = 0.0
+
+    # --- what the engine asks
+
+    @property
+    def exhausted(self) -> bool:
+        """True once no more input will be routed: all of it is routed, or the run's end has come."""
+        if self.routed >= len(self.keys):
+            return True
+        if self.end_s is None:
+            return False
+        if self.saturating:
+            return self.clock >= self.end_s
+        return bool(self.arrival[self.routed] > self.end_s) or self.clock > self.end_s
+
+    @property
+    def done(self) -> bool:
+        """True once everything this source will ever send is sent and acked."""
+        return self.exhausted and not self._held.any() and not self.in_flight.any()
+
+    def stats(self, duration_s: float) -> dict:
+        """What the source did, for the run summary's headroom: buffers, blocked time, input lag."""
+        return {
+            "buffers": self.batches,
+            "route_calls": self.route_calls,
+            "blocked_s": self.blocked_s,
+            "blocked_fraction": self.blocked_s / duration_s if duration_s > 0 else 0.0,
+            "input_lag_max_ms": self.lag_max_s * 1e3,
+            "input_lag_mean_ms": self.lag_sum_s / self.routed * 1e3 if self.routed else 0.0,
+            "max_in_flight": self.max_in_flight.tolist(),
+        }
+
+    def buffered(self) -> int:
+        """Tuples routed and waiting in output buffers."""
+        return int(self._held.sum())
+
+    def step(self, now: float) -> list[Buffer]:
+        """Route what has arrived by `now` (unless backpressured) and return the buffers that go out now."""
+        self.clock = max(self.clock, now)
+        self._deliver_feedback(now)
+        out: list[Buffer] = []
+        while True:
+            self._send_due(now, out, full_only=True)  # a full buffer goes out as soon as it fills
+            if self._full_without_credit():
+                self._block(now)
+                break
+            self._unblock(now)
+            take = min(self._available(now) - self.routed, self.batch_size)
+            if take <= 0:
+                break
+            self._route(take, now)
+        self._send_due(now, out)  # then those lingered out, or all of them once the input has ended
+        return out
+
+    def next_wakeup(self, now: float) -> float | None:
+        """When `step` next has something to do without an ack arriving first (None: only an ack can help)."""
+        times = []
+        if ((self._held > 0) & (self.in_flight < self.credits)).any():
+            times.append(self._tick_after(now))
+        if not self.exhausted and not self.blocked and not self.saturating:
+            first = float(self.arrival[self.routed])
+            times.append(self._tick_at_or_after(first))  # the next unrouted tuple must make the tick after it
+            # no buffer can fill before this many more tuples have arrived
+            last = min(self.routed + self.batch_size - int(self._held.max()), len(self.keys)) - 1
+            times.append(float(self.arrival[max(last, self.routed)]))
+            if self.end_s is not None:
+                times.append(self.end_s)  # the source stops at the end and flushes what it holds
+        if not times:
+            return None
+        return max(now, min(times))
+
+    def _tick_at_or_after(self, t: float) -> float:
+        if not self.linger_s > 0:
+            return t
+        k = max(1.0, np.ceil(t / self.linger_s - 1e-9))  # the first tick is one linger after the start
+        return float(k * self.linger_s)
+
+    def _tick_after(self, now: float) -> float:
+        if not self.linger_s > 0:
+            return now
+        return float((np.floor(now / self.linger_s + 1e-9) + 1) * self.linger_s)
+
+    def _last_tick(self, now: float) -> float:
+        if not self.linger_s > 0:
+            return now
+        k = np.floor(now / self.linger_s + 1e-9)
+        return float(k * self.linger_s) if k >= 1 else -np.inf
+
+    def on_ack(self, worker: int, fields: tuple[float, float, float, float, int], now: float) -> bool:
+        """An ack from `worker` landed at `now`: its channel gets a credit back, and the piggybacked fields wait for
+        the grouping's next routing. True if the source should step now (the credit lets a waiting buffer out)."""
+        self.in_flight[worker] -= 1
+        self.acks += 1
+        self._inbox.append((worker, *fields))
+        waiting = self._held[worker] > 0 and self.in_flight[worker] == self.credits - 1 and self._due(worker, now)
+        return bool(self.blocked or waiting or self.done)
+
+    def release(self, worker: int) -> None:
+        """Give a credit back without feedback (the engine learnt otherwise that the buffer is safe)."""
+        self.in_flight[worker] -= 1
+
+    def resize(self, active: int) -> None:
+        """From the next routing on, workers [0, `active`) make up the topology."""
+        self.grouping.resize(active)
+        self.active = active
+
+    def finish(self, now: float) -> None:
+        """Feed the last acks to the grouping (so its stats saw every one) and close the blocked-time account."""
+        self._deliver_feedback(now)
+        self._unblock(now)
+
+    # --- inside a step
+
+    def _available(self, now: float) -> int:
+        """Input positions that have arrived by `now` (and, with an end, by the end)."""
+        if self.saturating:
+            return self.routed if self.exhausted else len(self.keys)
+        upto = now if self.end_s is None else min(now, self.end_s)
+        return max(self.routed, int(np.searchsorted(self.arrival, upto, side="right")))
+
+    def _route(self, take: int, now: float) -> None:
+        begin, stop = self.routed, self.routed + take
+        if self.saturating:
+            self.arrival[begin:stop] = now
+        else:
+            lag = now - self.arrival[begin:stop]  # a source that falls behind its input shows here
+            self.lag_max_s = max(self.lag_max_s, float(lag.max()))
+            self.lag_sum_s += float(lag.sum())
+        chosen = np.asarray(self.grouping.route(self.keys[begin:stop], now), dtype=np.int32)
+        self.route_calls += 1
+        check_routed(chosen, take, self.pool, self.active, self.draining())
+        self.routed = stop
+        order = np.argsort(chosen, kind="stable")
+        counts = np.bincount(chosen, minlength=self.pool)
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        for w in np.flatnonzero(counts).tolist():
+            part = begin + order[bounds[w] : bounds[w + 1]]
+            if not self._held[w]:
+                self._oldest[w] = self.arrival[part[0]]
+            self._parts[w].append(part)
+            self._held[w] += len(part)
+
+    def _due(self, w: int, now: float, full_only: bool = False) -> bool:
+        if self._held[w] >= self.batch_size:
+            return True
+        return not full_only and bool(self._oldest[w] <= self._last_tick(now) or self.exhausted)
+
+    def _send_due(self, now: float, out: list[Buffer], full_only: bool = False) -> None:
+        for w in np.flatnonzero(self._held).tolist():
+            while self._held[w] and self.in_flight[w] < self.credits and self._due(w, now, full_only):
+                out.append(self._take(w, now))
+
+    def _take(self, w: int, now: float) -> Buffer:
+        """Cut the first `batch_size` tuples (or all) of worker w's buffer and put them on the wire."""
+        held = np.concatenate(self._parts[w]) if len(self._parts[w]) > 1 else self._parts[w][0]
+        cut, rest = held[: self.batch_size], held[self.batch_size :]
+        self._parts[w] = [rest] if len(rest) else []
+        self._held[w] = len(rest)
+        self._oldest[w] = self.arrival[rest[0]] if len(rest) else np.inf
+        self.in_flight[w] += 1
+        self.max_in_flight[w] = max(self.max_in_flight[w], self.in_flight[w])
+        buffer = Buffer(self.index, w, self.batches, cut, now)
+        self.batches += 1
+        return buffer
+
+    def _full_without_credit(self) -> bool:
+        full = self._held >= self.batch_size
+        return bool(np.any(full & (self.in_flight >= self.credits)))
+
+    def _block(self, now: float) -> None:
+        if not self.blocked:
+            self.blocked, self._blocked_at = True, now
+
+    def _unblock(self, now: float) -> None:
+        if self.blocked:
+            self.blocked = False
+            self.blocked_s += now - self._blocked_at
+
+    def _deliver_feedback(self, now: float) -> None:
+        """Hand every ack that has landed so far to the grouping, oldest first, as one AckReport."""
+        if not self._inbox:
+            return
+        # a worker that left meanwhile is no longer the grouping's concern
+        acks = [a for a in self._inbox if a[0] < self.active]
+        self._inbox = []
+        if acks:
+            self.grouping.feedback(ack_report(acks, now))
+
+
+def ack_report(acks: list[tuple], now: float) -> AckReport:
+    """The AckReport of (worker, queue_len, load, utilization, service_ms, signal) rows, in order."""
+    col = list(zip(*acks, strict=True))
+    return AckReport(
+        workers=np.asarray(col[0], np.int32),
+        queue_len=np.asarray(col[1], np.float64),
+        load=np.asarray(col[2], np.float64),
+        utilization=np.asarray(col[3], np.float64),
+        service_ms=np.asarray(col[4], np.float64),
+        signals=np.asarray(col[5], np.int8),
+        now=now,
+    )

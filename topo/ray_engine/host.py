@@ -1,0 +1,82 @@
+"""Worker processes that host several executors, as Storm's worker processes do.
+
+On a machine with few cores, one Ray actor per worker means one process per worker, each with its own event
+loop and Ray threads, and one Ray call per buffer. A `WorkerHost` runs several workers (executors) in one
+process: a source sends all its buffers for that process in one call (a frame), and the call streams back each
+buffer's ack as soon as that buffer is served, so acks and credits stay per buffer, exactly as in the model.
+
+Everything else addresses a worker by its index through a `WorkerRef`, which forwards `ref.method.remote(...)`
+to the worker inside its host; a crash of the host restarts all of its workers (each registers a new
+incarnation with the aggregator), and their sources replay what was not committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+from topo.ray_engine.metrics import MetricsContext
+from topo.ray_engine.worker import Worker
+from topo.spec import TopologySpec
+
+
+def host_groups(workers: int, processes: int, placement: tuple[str, ...] | None = None) -> list[list[int]]:
+    """Workers per process: contiguous blocks of about workers / processes, never mixing placement resources."""
+    processes = max(1, min(processes, workers))
+    size = -(-workers // processes)
+    groups: list[list[int]] = []
+    for w in range(workers):
+        same_place = placement is None or placement[groups[-1][0]] == placement[w] if groups else False
+        if groups and len(groups[-1]) < size and same_place:
+            groups[-1].append(w)
+        else:
+            groups.append([w])
+    return groups
+
+
+class WorkerHost:
+    """One worker process: several workers of the topology, each with its own queue, server, state and flushes."""
+
+    def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
+                 metrics: MetricsContext | None = None) -> None:
+        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics) for w in indices}
+
+    async def process(self, frame: list[tuple]):
+        """Queue a frame of buffers, (worker, source, batch id, tuples, values) each; yield the acks of the buffers
+        served so far, as a list, whenever one or more are done (a streaming call: an ack never waits for the
+        frame's slowest buffer)."""
+        pending = {asyncio.ensure_future(self.workers[w].process(source, batch_id, tuples, values))
+                   for w, source, batch_id, tuples, values in frame}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            yield [task.result() for task in done]
+
+    async def call(self, worker: int, method: str, *args: Any) -> Any:
+        """Call `method` of one hosted worker (awaiting it if it is a coroutine)."""
+        result = getattr(self.workers[worker], method)(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+class _Method:
+    def __init__(self, host: Any, worker: int, name: str) -> None:
+        self.host, self.worker, self.name = host, worker, name
+
+    def remote(self, *args: Any):
+        return self.host.call.remote(self.worker, self.name, *args)
+
+
+class WorkerRef:
+    """One worker of a host, addressed as if it were its own actor: `ref.counters.remote()`."""
+
+    def __init__(self, host: Any, host_index: int, worker: int) -> None:
+        self.host = host
+        self.host_index = host_index
+        self.worker = worker
+
+    def __getattr__(self, name: str) -> _Method:
+        if name.startswith("__") or name in ("host", "host_index", "worker"):
+            raise AttributeError(name)  # unpickling and copying look for these before the fields exist
+        return _Method(self.host, self.worker, name)
