@@ -97,13 +97,16 @@ def test_aws_has_a_head_and_two_worker_types_of_different_sizes_with_placement_r
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_setup_installs_the_project_from_git_with_java_and_mounts_datasets(name):
+def test_setup_installs_the_project_from_the_mounted_working_tree_with_java(name):
     config = load(name)
     setup = commands(config, "setup_commands", "head_setup_commands", "worker_setup_commands")
-    assert "git clone" in setup and "pip install ." in setup
+    # the working tree (datasets under ./data included) is copied to every node and installed from there
+    mounted = [remote for remote, local in config["file_mounts"].items() if local == "."]
+    assert mounted == ["/home/ubuntu/stream-groupings"]
+    assert "cd ~/stream-groupings" in setup and "pip install ." in setup
+    assert "git clone" not in setup and "YOUR-ORG" not in setup  # nothing to edit before `ray up`
     if name == "aws.yaml":
         assert "openjdk-17" in setup  # Spark (scripts/make_stream.py, scripts/analyze_runs.py)
-    assert any(remote.endswith("/data") for remote in config["file_mounts"])
 
 
 # --- security ----------------------------------------------------------------------------------------------------

@@ -30,7 +30,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults after every option, and the groupings list printed as written."""
+    """Defaults after every option that has one and does not describe it in words; the groupings list as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, []) or "default:" in text or "%(default)" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def groupings_epilog() -> str:
@@ -117,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cgroup-quota", action="store_true",
                    help="ray engine, --work cpu: also put each worker process on this machine under a kernel CPU "
                         "quota (its own cgroup, as cpulimit capped the paper's executors) of its share of a core "
-                        f"plus {QUOTA_HEADROOM:.0%} and {QUOTA_BASE_CORES:g} cores for the actor's own threads; "
+                        f"plus {QUOTA_HEADROOM * 100:.0f}%% and {QUOTA_BASE_CORES:g} cores for the actor's own "
+                        "threads; "
                         "needs root and a writable cgroup cpu controller")
     p.add_argument("--chaos", action="append", default=[], metavar="kill-worker:ID@SECONDS",
                    help="ray engine: kill worker ID's process for real that many seconds into the run (repeatable); "
@@ -128,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", default=None, metavar="RES1,RES2,...",
                    help="ray engine: one custom resource name per worker (e.g. fast,fast,slow,slow); each worker "
                         "runs only on nodes offering it")
+    p.add_argument("--worker-processes", type=int, default=None, metavar="N",
+                   help="ray engine: processes that host the workers (Storm's worker processes); a source sends one "
+                        "call per process per flush, so fewer processes mean fewer Ray calls; default: one per core "
+                        "of this machine, at most one per worker")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="ray engine: export Prometheus metrics on 127.0.0.1:PORT (Ray's metrics agent) while the run "
                         "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "
@@ -198,7 +209,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         work=args.work, core_share=args.core_share, cgroup_quota=args.cgroup_quota,
         chaos=parse_chaos(args.chaos), address=args.address,
         placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
-        metrics_port=args.metrics_port,
+        metrics_port=args.metrics_port, worker_processes=args.worker_processes,
     )
 
 
