@@ -65,7 +65,7 @@ def test_same_seed_same_summary(tmp_path):
         (["--grouping", "nope"], "unknown grouping"),
         (["--workers", "3", "--capacities", "1,1"], "--capacities"),
         (["--capacities", "1,x,1,1"], "--capacities"),
-        (["--capacities", "1,0,1,1"], "positive"),
+        (["--workers", "4", "--capacities", "1,0,1,1"], "positive"),
         (["--workers", "0"], "--workers"),
         (["--stream", "zipf:z=abc,keys=10,messages=10"], "z"),
         (["--stream", "poisson:z=1,keys=10,messages=10"], "poisson"),
@@ -106,7 +106,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [(["--work", "cpu", "--capacities", "3,1,1,1"], "--core-share"), (["--chaos", "kill-worker:9@1"], "--chaos")],
+    [(["--workers", "4", "--work", "cpu", "--capacities", "3,1,1,1"], "--core-share"),
+     (["--workers", "4", "--chaos", "kill-worker:9@1"], "--chaos")],
 )
 def test_what_ray_cannot_run_is_refused_before_work_starts(tmp_path, args, fragment):
     out = tmp_path / "run"

@@ -169,8 +169,9 @@ def overload(request, ray_session):
     """Input at 3x the workers' capacity, windows of 2 batches, 2 ms per tuple at capacity 1 and 0.5."""
     # in cpu mode, where the machine allows it, the workers also run under a kernel CPU quota (--cgroup-quota)
     quota = request.param == "cpu" and cgroup_quota_possible()
-    spec = TopologySpec(grouping="sg", workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=2.0, rate=2250.0,
-                        batch_size=20, max_pending=2, cgroup_quota=quota)
+    # one process per worker, so that each worker's quota is its own (a shared process gets the sum)
+    spec = TopologySpec(grouping="sg", engine="ray", workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=2.0,
+                        rate=2250.0, batch_size=20, max_pending=2, cgroup_quota=quota, worker_processes=2)
     return spec, run_ray(spec, zipf_stream(600), work=request.param).summary
 
 

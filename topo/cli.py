@@ -11,12 +11,17 @@ import json
 import sys
 from pathlib import Path
 
-from topo.spec import DEFAULT_STREAM, SpecError, TopologySpec
+from topo.spec import SpecError, TopologySpec
 from topo.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 
 ENGINES = ("sim", "ray")
-DEFAULT_BATCH = {"sim": 100, "ray": 1000}  # tuples per micro-batch; a Ray call costs milliseconds here
 EXIT_USAGE = 2
+# a newcomer's first run: Fig. 8 of Consistent Grouping, ten workers of which three are 5x faster, at a load they
+# can sustain (80% of what they serve together), 50k messages of a skewed stream: about 3 s of input
+DEFAULT_WORKERS = 10
+DEFAULT_CAPACITIES = "5,5,5,1,1,1,1,1,1,1"
+DEFAULT_LOAD = 0.8
+FIRST_RUN_STREAM = "zipf:z=1.0224,keys=100000,messages=50000,seed=7"
 
 
 class UsageError(Exception):
@@ -67,13 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"partitioning strategy, one of: {', '.join(groupings.names())}")
     p.add_argument("--engine", default="ray", choices=ENGINES,
                    help="ray = sources and workers as Ray actors (real time); sim = discrete-event simulator (fast)")
-    p.add_argument("--workers", type=int, default=4, metavar="N", help="number of downstream workers")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N", help="number of downstream workers")
     p.add_argument("--sources", type=int, default=2, metavar="S",
                    help="number of upstream sources; the input is shuffled among them")
     p.add_argument("--capacities", default=None, metavar="C1,C2,...",
                    help="relative capacity of each worker (one value per worker; 1.0 = nominal speed); "
-                        "default: all 1.0")
-    p.add_argument("--stream", default=DEFAULT_STREAM, metavar="SPEC",
+                        f"default: {DEFAULT_CAPACITIES} with the default {DEFAULT_WORKERS} workers (three 5x faster, "
+                        "Fig. 8 of Consistent Grouping), all 1.0 with any other --workers")
+    p.add_argument("--stream", default=FIRST_RUN_STREAM, metavar="SPEC",
                    help="a dataset directory, or inline 'zipf:z=..,keys=..,messages=..,seed=..' or "
                         "'drift:z=..,keys=..,messages=..,shift_every=..,seed=..'")
     p.add_argument("--operator", default="wordcount", metavar="NAME",
@@ -81,24 +87,28 @@ def build_parser() -> argparse.ArgumentParser:
                         "classes) or topk (mergeable SpaceSaving summaries)")
     p.add_argument("--operator-set", action="append", default=[], metavar="KEY=VALUE", dest="operator_params",
                    help="an operator parameter, e.g. k=5 or counters=10000 (topk), classes=3 (naivebayes)")
-    p.add_argument("--cost-ms", type=float, default=0.1, metavar="MS",
+    p.add_argument("--cost-ms", type=float, default=1.0, metavar="MS",
                    help="processing time of one tuple on a capacity-1.0 worker, in milliseconds")
-    p.add_argument("--rate", type=float, default=None, metavar="TPS",
-                   help="total input rate in tuples/s over all sources; default: as fast as the topology "
-                        "takes them (saturating, bounded by --max-pending)")
+    p.add_argument("--rate", default=None, metavar="TPS",
+                   help="total input rate in tuples/s over all sources, or 'max': as fast as the topology takes "
+                        f"them (saturating, bounded by --max-pending); default: {DEFAULT_LOAD * 100:.0f}%% of what the "
+                        "workers serve together, sum(capacities) / cost-ms (max when --cost-ms is 0)")
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="stop emitting after this many seconds of (simulated) time; default: the whole stream")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice in the run")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="params",
                    help="a grouping parameter, e.g. eps=0.01 or theta=0.02; repeat for several")
-    p.add_argument("--batch-size", type=int, default=None, metavar="TUPLES",
-                   help="tuples a source routes and sends together (micro-batch); default: 100 on sim, 1000 on ray "
-                        "(each Ray call costs about 2 ms here, so small batches cap throughput)")
-    p.add_argument("--linger-ms", type=float, default=5.0, metavar="MS",
-                   help="a partly filled micro-batch is sent at most this long after its first tuple")
-    p.add_argument("--max-pending", type=int, default=16, metavar="BATCHES",
-                   help="micro-batches in flight before a source waits for acks (backpressure, Storm's max spout "
-                        "pending): per source on sim, per source-worker pair on ray")
+    p.add_argument("--batch-size", type=int, default=1000, metavar="TUPLES",
+                   help="capacity of a source's output buffer to one worker: a full buffer is sent at once (Flink's "
+                        "network buffer, Storm 2's producer batch size)")
+    p.add_argument("--linger-ms", type=float, default=20.0, metavar="MS",
+                   help="flush interval: every this many milliseconds a source sends every non-empty buffer, so no "
+                        "tuple waits in a buffer longer (Flink's buffer timeout, Storm 2's flush interval); 0 sends "
+                        "every buffer at once")
+    p.add_argument("--max-pending", type=int, default=16, metavar="BUFFERS",
+                   help="credits per source-worker channel: buffers in flight from one source to one worker before "
+                        "that channel waits for an ack; a full buffer without credit blocks its source "
+                        "(backpressure; Storm's max spout pending is the sum over a source's channels)")
     p.add_argument("--net-delay-ms", type=float, default=0.0, metavar="MS",
                    help="one-way network delay of tuples and of acks, in milliseconds")
     p.add_argument("--capacity-schedule", default=None, metavar="AT:C1,C2,...;...",
@@ -137,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs only on nodes offering it")
     p.add_argument("--worker-processes", type=int, default=None, metavar="N",
                    help="ray engine: processes that host the workers (Storm's worker processes); a source sends one "
-                        "call per process per flush, so fewer processes mean fewer Ray calls; default: one per core "
-                        "of this machine, at most one per worker")
+                        "call per process per flush, so fewer processes mean fewer Ray calls and "
+                        "fewer processes sharing the cores; default: 1, as Storm's topology.workers")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="ray engine: export Prometheus metrics on 127.0.0.1:PORT (Ray's metrics agent) while the run "
                         "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "
@@ -189,19 +199,37 @@ def parse_chaos(items: list[str]) -> tuple[tuple[str, int, float], ...]:
     return tuple(events)
 
 
+def parse_rate(text: str | None, capacities: tuple[float, ...] | None, workers: int, cost_ms: float) -> float | None:
+    """'max' -> None (saturating); a number -> tuples/s; no value -> DEFAULT_LOAD of the workers' total capacity."""
+    if text is None:
+        if not cost_ms > 0:
+            return None
+        total = sum(capacities) if capacities is not None else float(workers)
+        return DEFAULT_LOAD * total / (cost_ms / 1e3)
+    if text.strip().lower() == "max":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"--rate '{text}': expected tuples per second (e.g. 17600) or 'max'") from None
+
+
 def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     """Build and validate the topology the options describe."""
     from topo.schedule import parse_capacity_schedule, parse_scale_schedule
 
+    if args.capacities is None and args.workers == DEFAULT_WORKERS:
+        args.capacities = DEFAULT_CAPACITIES
     scale_schedule = parse_scale_schedule(args.scale_schedule)
     most = max([args.workers, *(int(c.value) for c in scale_schedule)])
     capacity_schedule = parse_capacity_schedule(args.capacity_schedule, most)
     return TopologySpec(
         grouping=args.grouping, engine=args.engine, workers=args.workers, sources=args.sources,
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
-        cost_ms=args.cost_ms, rate=args.rate, duration=args.duration, seed=args.seed,
+        cost_ms=args.cost_ms, duration=args.duration, seed=args.seed,
+        rate=parse_rate(args.rate, parse_capacities(args.capacities), args.workers, args.cost_ms),
         params=parse_params(args.params), operator_params=parse_params(args.operator_params),
-        batch_size=args.batch_size if args.batch_size is not None else DEFAULT_BATCH[args.engine],
+        batch_size=args.batch_size,
         linger_ms=args.linger_ms,
         max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,

@@ -158,7 +158,8 @@ class SourceNode:
             times.append(self._tick_after(now))
         if not self.exhausted and not self.blocked and not self.saturating:
             first = float(self.arrival[self.routed])
-            times.append(self._tick_at_or_after(first))  # the next unrouted tuple must make the tick after it
+            # the next unrouted tuple must make the tick after it (never before it arrives: ticks are rounded)
+            times.append(max(first, self._tick_at_or_after(first)))
             # no buffer can fill before this many more tuples have arrived
             last = min(self.routed + self.batch_size - int(self._held.max()), len(self.keys)) - 1
             times.append(float(self.arrival[max(last, self.routed)]))

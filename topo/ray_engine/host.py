@@ -2,8 +2,10 @@
 
 On a machine with few cores, one Ray actor per worker means one process per worker, each with its own event
 loop and Ray threads, and one Ray call per buffer. A `WorkerHost` runs several workers (executors) in one
-process: a source sends all its buffers for that process in one call (a frame), and the call streams back each
-buffer's ack as soon as that buffer is served, so acks and credits stay per buffer, exactly as in the model.
+process: a source sends all its buffers for that process in one call (a frame), and keeps one long-poll call per
+process (`acks`) that answers with every ack of its buffers served so far, as soon as there is one. Acks and
+credits stay per buffer, exactly as in the model, and a source waits on one object per process instead of one per
+buffer (a `ray.wait` costs in proportion to what it watches).
 
 Everything else addresses a worker by its index through a `WorkerRef`, which forwards `ref.method.remote(...)`
 to the worker inside its host; a crash of the host restarts all of its workers (each registers a new
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import defaultdict
+from functools import partial
 from typing import Any
 
 from topo.ray_engine.metrics import MetricsContext
@@ -41,16 +45,33 @@ class WorkerHost:
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None) -> None:
         self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics) for w in indices}
+        self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
+        self._ready: dict[int, asyncio.Event] = {}
 
-    async def process(self, frame: list[tuple]):
-        """Queue a frame of buffers, (worker, source, batch id, tuples, values) each; yield the acks of the buffers
-        served so far, as a list, whenever one or more are done (a streaming call: an ack never waits for the
-        frame's slowest buffer)."""
-        pending = {asyncio.ensure_future(self.workers[w].process(source, batch_id, tuples, values))
-                   for w, source, batch_id, tuples, values in frame}
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            yield [task.result() for task in done]
+    async def process(self, frame: list[tuple]) -> None:
+        """Queue a frame of buffers, (worker, source, batch id, tuples, values) each; each buffer's ack goes to its
+        source's outbox once its worker has served it."""
+        for w, source, batch_id, tuples, values in frame:
+            task = asyncio.ensure_future(self.workers[w].process(source, batch_id, tuples, values))
+            task.add_done_callback(partial(self._served, source))
+
+    def _served(self, source: int, task: asyncio.Task) -> None:
+        self._outbox[source].append(task.result())
+        self._event(source).set()
+
+    def _event(self, source: int) -> asyncio.Event:
+        if source not in self._ready:
+            self._ready[source] = asyncio.Event()
+        return self._ready[source]
+
+    async def acks(self, source: int) -> list:
+        """Every ack for `source` not taken yet; waits until there is at least one."""
+        event = self._event(source)
+        while not self._outbox[source]:
+            event.clear()
+            await event.wait()
+        out, self._outbox[source] = self._outbox[source], []
+        return out
 
     async def call(self, worker: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted worker (awaiting it if it is a coroutine)."""

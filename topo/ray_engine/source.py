@@ -32,7 +32,6 @@ from topo.spec import TopologySpec
 
 PENDING, ACKED, FAILED = "pending", "acked", "failed"
 RECOVERY_TIMEOUT_S = 120.0  # how long a source waits for a crashed worker to come back
-POLL_ROUNDS = 4  # rounds of taking ready answers per poll (a frame answers one buffer per round)
 
 
 @dataclass(slots=True)
@@ -94,7 +93,9 @@ class Source:
         self._lock = threading.Lock()  # the node and its grouping, shared with the controller's and the driver's calls
         self._fresh: list[np.ndarray] = []  # keys routed since the controller last asked (state that may move)
         n = len(workers)
-        self._frames: dict[Any, dict[tuple[int, int], Entry]] = {}  # streaming call -> its buffers not yet acked
+        self._pending: dict[int, dict[tuple[int, int], Entry]] = {}  # worker process -> buffers it owes an ack
+        self._polls: dict[int, Any] = {}  # worker process -> this source's outstanding `acks` call
+        self._hosts = {ref.host_index: ref.host for ref in workers}
         self._in_flight = [0] * n  # buffers in flight per worker
         self._buffer: dict[int, Entry] = {}
         self._incarnation = [-1] * n  # newest incarnation heard from, per worker
@@ -165,76 +166,74 @@ class Source:
     # --- sending and acks
 
     def _send(self, entries: list[Entry]) -> None:
-        """Put buffers on the wire, one streaming call (a frame) per worker process; each stays in the replay
-        buffer until committed."""
+        """Put buffers on the wire, one call (a frame) per worker process; each stays in the replay buffer until
+        committed, and its ack comes back through that process's long poll."""
         frames: dict[int, list[Entry]] = {}
         for entry in entries:
             frames.setdefault(self.workers[entry.worker].host_index, []).append(entry)
         now = time.time()
-        for group in frames.values():
+        for h, group in frames.items():
             frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
-            host = self.workers[group[0].worker].host
-            call = host.process.options(num_returns="streaming").remote(frame)
+            host = self._hosts[h]
+            host.process.remote(frame)  # a failure shows on the long poll, which fails with the process
+            waiting = self._pending.setdefault(h, {})
             for entry in group:
                 entry.state, entry.sent_s = PENDING, now
                 entry.sends += 1
                 self._buffer[entry.batch_id] = entry
                 self._in_flight[entry.worker] += 1
-            self._frames[call] = {(e.worker, e.batch_id): e for e in group}
+                waiting[(entry.worker, entry.batch_id)] = entry
+            if h not in self._polls:
+                self._polls[h] = host.acks.remote(self.index)
 
     def _all_inflight(self) -> list:
-        return list(self._frames)
+        """The long polls of the processes that owe this source an ack."""
+        return [ref for h, ref in self._polls.items() if self._pending.get(h)]
 
-    def _wait(self, calls: list, timeout: float | None = None) -> None:
-        """Block until one of `calls` has an answer (or the timeout), then take every answer that is ready."""
+    def _wait(self, polls: list, timeout: float | None = None) -> None:
+        """Block until one of `polls` has acks (or the timeout), then take every answer that is ready."""
         clock = time.perf_counter()
-        if not calls:
+        if not polls:
             time.sleep(timeout if timeout is not None else 0.001)
             self.waited_s += time.perf_counter() - clock
             return
-        ready, _ = ray.wait(calls, num_returns=1, timeout=timeout)
+        ready, rest = ray.wait(polls, num_returns=1, timeout=timeout)
         self.waited_s += time.perf_counter() - clock
-        if ready:
-            self._poll()
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        for ref in ready:
+            self._take(ref)
 
     def _poll(self) -> None:
         """Take every answer that has arrived, without blocking."""
-        for _ in range(POLL_ROUNDS):
-            calls = self._all_inflight()
-            if not calls:
-                return
-            ready, _ = ray.wait(calls, num_returns=len(calls), timeout=0)
-            if not ready:
-                return
-            for call in ready:
-                self._take(call)
+        polls = self._all_inflight()
+        if polls:
+            ready, _ = ray.wait(polls, num_returns=len(polls), timeout=0)
+            for ref in ready:
+                self._take(ref)
 
-    def _fail(self, call) -> None:
-        """The frame's process died: every buffer of it not yet acked may be lost."""
-        for entry in self._frames.pop(call).values():
-            entry.state = FAILED
-            self._in_flight[entry.worker] -= 1
-            self.count.failures += 1
-            self._suspects.add(entry.worker)
-
-    def _take(self, call) -> None:
-        """The next answer of a frame: one buffer's ack."""
-        waiting = self._frames[call]
+    def _take(self, ref) -> None:
+        """A long poll answered: feed its acks to the node, and poll that process again."""
+        h = next(h for h, r in self._polls.items() if r == ref)
+        del self._polls[h]
+        waiting = self._pending.get(h, {})
         try:
-            acks = ray.get(next(call))
-        except StopIteration:
-            if waiting:
-                self._fail(call)  # the stream ended early: what it did not ack is suspect
-            else:
-                del self._frames[call]
-            return
+            acks = ray.get(ref)
         except RayActorError:
-            self._fail(call)
+            # the process died: every buffer it owed an ack may be lost
+            for entry in waiting.values():
+                entry.state = FAILED
+                self._in_flight[entry.worker] -= 1
+                self.count.failures += 1
+                self._suspects.add(entry.worker)
+            waiting.clear()
             return
         for ack in acks:
-            self._acked(waiting.pop((ack.worker, ack.batch_id)), ack)
-        if not waiting:
-            del self._frames[call]  # every buffer answered: the stream has nothing more to say
+            entry = waiting.pop((ack.worker, ack.batch_id), None)
+            if entry is not None:
+                self._acked(entry, ack)
+        self._polls[h] = self._hosts[h].acks.remote(self.index)
 
     def _acked(self, entry: Entry, ack) -> None:
         w = entry.worker
