@@ -1,70 +1,131 @@
-"""Overhead of the Ray engine: end-to-end tuples per second with acks, at zero service cost, next to the simulator.
+"""Overhead of the Ray engine: end-to-end tuples per second with acks at zero service cost, next to the simulator
+and next to the machine's raw Ray call ceiling, all measured in the same run.
 
-python benchmarks/bench_ray.py                         # cg, 2 sources, 4 workers, 2M Zipf messages, batches of 4000
-python benchmarks/bench_ray.py --batch-size 1000 --batch-size 5000 --grouping kg --messages 1000000
+python benchmarks/bench_ray.py                              # pkg, 2 sources, 4 workers, 2M messages: default and
+                                                            # large buffers, then whole-process times
+python benchmarks/bench_ray.py --batch-size 1000 --batch-size 16000 --grouping cg --messages 1000000
 
-Throughput counts every tuple from the sources' start to the end of the run (all acked and merged); overhead is
-wall time per tuple (and machine time per tuple: wall x cores). The simulator's figure for the same topology is
-the baseline: it emulates the same queueing in one process, without messages.
+Throughput counts every tuple from the sources' start to the end of the run (all acked and merged). The ceiling is
+what bare Ray calls reach here: empty calls per second from one caller, and tuples per second when each call
+carries one packed buffer of the given size. The simulator emulates the same topology in one process, without
+messages. `--whole` also times `run_topology.py` as a new user runs it (start, run, outputs, stop) on both engines.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
+
+import numpy as np
 
 from topo.ray_engine import run_ray
+from topo.ray_engine.protocol import WIRE
 from topo.sim import simulate
 from topo.spec import TopologySpec
 from topo.streams import load_stream
 
+ROOT = Path(__file__).resolve().parents[1]
+WINDOW = 8  # calls outstanding per callee while measuring the ceiling
 
-def bench_once(spec: TopologySpec, stream, label: str) -> None:
-    """Run one configuration on Ray and print its end-to-end figures."""
+
+class Sink:
+    """A callee that does nothing with what it gets."""
+
+    async def take(self, payload=None) -> int:
+        return 0 if payload is None else len(payload)
+
+
+def call_ceiling(batch: int, seconds: float = 2.0) -> tuple[float, float]:
+    """(empty calls/s, tuples/s with one packed buffer of `batch` tuples per call) from one caller to 4 actors."""
+    import ray
+
+    sinks = [ray.remote(Sink).options(num_cpus=0).remote() for _ in range(4)]
+    ray.get([s.take.remote() for s in sinks])
+    buffer = np.zeros(batch, WIRE)
+    out = []
+    for payload in (None, buffer):
+        pending, calls, clock, i = [], 0, time.perf_counter(), 0
+        while time.perf_counter() - clock < seconds:
+            pending.append(sinks[i % 4].take.remote(payload))
+            i += 1
+            if len(pending) >= WINDOW * 4:
+                done, pending = ray.wait(pending, num_returns=1)
+                calls += len(done)
+        ray.get(pending)
+        calls += len(pending)
+        out.append(calls / (time.perf_counter() - clock))
+    for s in sinks:
+        ray.kill(s)
+    return out[0], out[1] * batch
+
+
+def bench_once(spec: TopologySpec, stream, label: str) -> float:
+    """Run one configuration on Ray, print its end-to-end figures, return its tuples/s."""
     result = run_ray(spec, stream)
     summary, clock = result.summary, result.summary["wall_clock_s"]
     tuples, loop = summary["tuples_processed"], clock["loop"]
-    cores = os.cpu_count() or 1
     facts = summary["ray"]
-    print(
-        f"ray {label:>10} batch {spec.batch_size:>5} | {tuples / loop:>9,.0f} tuples/s end to end "
-        f"({summary['throughput_tps'] or 0:>9,.0f} first arrival to last finish) | "
-        f"{loop / tuples * 1e6:5.2f} us/tuple wall, {loop / tuples * 1e6 * cores:5.2f} us machine | "
-        f"p50 latency {summary['latency_ms']['p50']:6.1f} ms | {facts['sub_batches']:,} calls | "
-        f"exact {summary['exact']} | setup {clock['setup']:.1f} s, outputs {clock['metrics']:.1f} s"
-    )
+    print(f"ray {label:>6} batch {spec.batch_size:>6} | {tuples / loop:>11,.0f} tuples/s end to end | "
+          f"p50 {summary['latency_ms']['p50']:7.1f} ms | {facts['sub_batches']:,} buffers | exact {summary['exact']} | "
+          f"bottleneck {summary['headroom']['bottleneck']} | setup {clock['setup']:.1f} s, outputs "
+          f"{clock['metrics']:.1f} s")
+    return tuples / loop
+
+
+def whole_process(engine: str, messages: int, grouping: str) -> float:
+    """Seconds `run_topology.py` takes, start to exit, for a saturating zero-cost run of `messages`."""
+    out = Path("/tmp") / f"bench-ray-{engine}-{os.getpid()}"
+    clock = time.perf_counter()
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", engine, "--grouping",
+                    grouping, "--workers", "4", "--cost-ms", "0", "--rate", "max",
+                    "--stream", f"zipf:z=1.2,keys=100000,messages={messages},seed=7", "--out", str(out),
+                    "--overwrite", "--no-plots", "--quiet", "--json"], check=True, capture_output=True)
+    return time.perf_counter() - clock
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Time the Ray engine and the simulator on the same topology."""
+    """Time the Ray engine, the simulator and bare Ray calls on the same topology."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--messages", type=int, default=2_000_000, help="messages in the Zipf stream")
-    p.add_argument("--keys", type=int, default=100_000, help="distinct keys")
-    p.add_argument("--z", type=float, default=1.2, help="Zipf exponent")
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--sources", type=int, default=2)
-    p.add_argument("--grouping", default="cg")
-    p.add_argument("--batch-size", type=int, action="append", help="tuples per micro-batch (repeat to compare)")
-    p.add_argument("--max-pending", type=int, default=16, help="batches in flight per (source, worker) pair")
+    p.add_argument("--messages", type=int, default=2_000_000, help="messages in the Zipf stream (default 2M)")
+    p.add_argument("--keys", type=int, default=100_000, help="distinct keys (default 100k)")
+    p.add_argument("--z", type=float, default=1.2, help="Zipf exponent (default 1.2)")
+    p.add_argument("--workers", type=int, default=4, help="workers (default 4)")
+    p.add_argument("--sources", type=int, default=2, help="sources (default 2)")
+    p.add_argument("--grouping", default="pkg", help="grouping (default pkg)")
+    p.add_argument("--batch-size", type=int, action="append",
+                   help="buffer capacity in tuples; repeat to compare (default: 1000, the default, and 16000)")
+    p.add_argument("--max-pending", type=int, default=16, help="credits per source-worker channel (default 16)")
+    p.add_argument("--whole", action="store_true", help="also time whole run_topology.py processes on both engines")
     args = p.parse_args(argv)
     stream = load_stream(f"zipf:z={args.z},keys={args.keys},messages={args.messages},seed=7")
     import ray
 
     ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
-        for batch in args.batch_size or [4000]:
+        for batch in args.batch_size or [1000, 16000]:
+            calls, ceiling = call_ceiling(batch)
+            print(f"ceiling     batch {batch:>6} | {ceiling:>11,.0f} tuples/s in bare calls of one packed buffer "
+                  f"| {calls:,.0f} empty calls/s (one caller, 4 actors)")
             spec = TopologySpec(grouping=args.grouping, engine="ray", workers=args.workers, sources=args.sources,
-                                cost_ms=0.0, batch_size=batch, max_pending=args.max_pending, operator="wordcount")
-            bench_once(spec, stream, args.grouping)
+                                cost_ms=0.0, batch_size=batch, max_pending=args.max_pending, linger_ms=20.0,
+                                operator="wordcount")
+            tps = bench_once(spec, stream, args.grouping)
             clock = time.perf_counter()
             sim = simulate(spec.with_(engine="sim"), stream)
-            wall, parts = time.perf_counter() - clock, sim.summary["wall_clock_s"]
-            print(f"sim {args.grouping:>10} batch {batch:>5} | {args.messages / wall:>9,.0f} tuples/s of wall time "
-                  f"(loop {parts['loop']:.2f} s, outputs {parts['metrics']:.2f} s) | exact {sim.summary['exact']}")
+            wall = time.perf_counter() - clock
+            print(f"sim {args.grouping:>6} batch {batch:>6} | {args.messages / wall:>11,.0f} tuples/s of wall time "
+                  f"| Ray = {tps / (args.messages / wall):.2f}x the simulator, {tps / ceiling:.2f}x the bare-call "
+                  f"ceiling | exact {sim.summary['exact']}")
     finally:
         ray.shutdown()
+    if args.whole:
+        times = {engine: whole_process(engine, args.messages, args.grouping) for engine in ("sim", "ray")}
+        print(f"whole process, {args.messages:,} messages: sim {times['sim']:.1f} s, ray {times['ray']:.1f} s "
+              f"({times['ray'] / times['sim']:.2f}x)")
     return 0
 
 
