@@ -48,11 +48,11 @@ class WorkerHost:
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._ready: dict[int, asyncio.Event] = {}
 
-    async def process(self, frame: list[tuple]) -> None:
-        """Queue a frame of buffers, (worker, source, batch id, tuples, values) each; each buffer's ack goes to its
-        source's outbox once its worker has served it."""
+    async def process(self, frame: list[tuple], sent: float) -> None:
+        """Queue a frame of buffers, (worker, source, batch id, tuples, values) each, sent at `sent`; each buffer's
+        ack goes to its source's outbox once its worker has served it."""
         for w, source, batch_id, tuples, values in frame:
-            task = asyncio.ensure_future(self.workers[w].process(source, batch_id, tuples, values))
+            task = asyncio.ensure_future(self.workers[w].process(source, batch_id, tuples, values, sent))
             task.add_done_callback(partial(self._served, source))
 
     def _served(self, source: int, task: asyncio.Task) -> None:

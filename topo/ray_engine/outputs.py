@@ -171,9 +171,14 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         row["node"] = dict(report["node"])
         row["incarnations"] = incarnations[row["id"]]
     summary["source_stats"] = [s["node"] for s in got.sources]
+    transit = [w["transit_ms"] for w in got.workers if w["transit_ms"]["buffers"]]
+    summary["ray"]["transit_ms"] = {"p50": max((t["p50"] for t in transit), default=0.0),
+                                    "p99": max((t["p99"] for t in transit), default=0.0),
+                                    "max": max((t["max"] for t in transit), default=0.0)}
     summary["headroom"] = headroom(
         engine="ray", rate=spec.rate, throughput=summary["throughput_tps"],
         worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
+        transit_p99_ms=summary["ray"]["transit_ms"]["p99"], latency_p99_ms=summary["latency_ms"]["p99"],
     )
     series = timeseries(log, n, spec.sample_interval_s, worker_timelines=lines)
     return RunResult(summary, series, log, extras={"batches": batches_table(got.sources)})

@@ -175,7 +175,7 @@ class Source:
         for h, group in frames.items():
             frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
             host = self._hosts[h]
-            host.process.remote(frame)  # a failure shows on the long poll, which fails with the process
+            host.process.remote(frame, time.time())  # a failure shows on the long poll, which fails with the process
             waiting = self._pending.setdefault(h, {})
             for entry in group:
                 entry.state, entry.sent_s = PENDING, now

@@ -33,6 +33,14 @@ from topo.work import ServiceEmulator
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
 
 
+def transit_stats(seconds: list[float]) -> dict:
+    """p50, p99 and max of buffers' transit times, in milliseconds (zeros when there were none)."""
+    if not seconds:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0, "buffers": 0}
+    p50, p99 = np.percentile(seconds, [50, 99]) * 1e3
+    return {"p50": float(p50), "p99": float(p99), "max": float(max(seconds) * 1e3), "buffers": len(seconds)}
+
+
 @dataclass(slots=True)
 class Job:
     """A batch accepted into the queue, waiting for the server."""
@@ -84,6 +92,7 @@ class Worker:
         self._log: list[dict[str, np.ndarray]] = []
         self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
         self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids this incarnation took
+        self.transit_s: list[float] = []  # per buffer: time from the source's send to this queue, beyond the delay
         self.signals_to = [0] * spec.sources  # signals piggybacked on acks to each source
         self.flushes = {"sent": 0, "rejected": 0}
         context = ray.get_runtime_context()
@@ -95,13 +104,16 @@ class Worker:
 
     # --- the data path
 
-    async def process(self, source: int, batch_id: int, tuples: np.ndarray, values: Any = None) -> Ack:
-        """Queue a buffer (`protocol.WIRE` records); the answer is its ack, once the server is done with it."""
+    async def process(self, source: int, batch_id: int, tuples: np.ndarray, values: Any = None,
+                      sent: float | None = None) -> Ack:
+        """Queue a buffer (`protocol.WIRE` records) sent at `sent`; the answer is its ack, once it is served."""
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the buffer is on the wire for one network delay
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         now = time.time()
+        if sent is not None:
+            self.transit_s.append(now - sent - self.delay_s)  # the engine's own time on the wire, not the model's
         with self._lock:
             self._accepted_ids[source].add(batch_id)
             self.meter.arrive(now, len(tuples))
@@ -248,6 +260,7 @@ class Worker:
                 "node": self.node,
                 "measured_capacity": self.emulator.measured_capacity(),
                 "emulator": self.emulator.stats(),
+                "transit_ms": transit_stats(self.transit_s),
                 "signals": dict(self.meter.signals),
                 "signals_to": list(self.signals_to),
                 "delegation": self.delegation.stats() if self.delegation is not None else None,
