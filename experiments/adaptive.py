@@ -237,7 +237,7 @@ def capacity_change(out: Path, quick: bool) -> dict:
 )
 def drift(out: Path, quick: bool) -> dict:
     """Hot keys move every shift_every messages; compare latency and memory of fish, wc, dc, pkg, sg."""
-    m = 300_000 if quick else 2_000_000
+    m = 200_000 if quick else 2_000_000
     shift = m // 10
     workers = 32
     caps = (1.0,) * workers
