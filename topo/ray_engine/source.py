@@ -1,11 +1,12 @@
 """A source actor: the shared `SourceNode` driven by the wall clock, its buffers put on the wire, and replay.
 
 The node decides what goes out and when (per-destination buffers, linger, credits per channel, feedback before
-routing), exactly as in the simulator; this actor only moves its buffers, one Ray call per buffer carrying one
-packed record array (`protocol.pack`), and hands every ack back to the node, which returns the channel's credit.
+routing), exactly as in the simulator; this actor only moves its buffers: one Ray call per worker process and
+step carries that process's buffers (a frame), each a packed record array (`protocol.pack`), and one long-poll
+call per process brings their acks back, which the node turns into credits and feedback.
 
 Replay: every buffer stays in the replay buffer until the aggregator has merged it (acks and flushes tell).
-When a call fails with an actor error, or an ack shows that the worker restarted, the source waits for the
+When a process's long poll fails with an actor error, or an ack shows that a worker restarted, the source waits for the
 worker to be up again, drops what the aggregator committed meanwhile, and re-sends the rest with the same batch
 ids. At the end it asks its workers to flush until every batch it sent is committed.
 """

@@ -1,7 +1,8 @@
-"""A worker actor: a FIFO input queue, one server thread running the operator at the emulated capacity, acks
-that piggyback the worker's load and its delegation signal, and periodic flushes of its partial state.
+"""A worker (an executor, hosted with others in a `host.WorkerHost` process): a FIFO input queue, one server thread
+running the operator at the emulated capacity, acks that piggyback the worker's load and its delegation signal
+(the shared `AckMeter`), and periodic flushes of its partial state.
 
-The actor's event loop only accepts batches (so the queue keeps filling while a batch is served); the server
+The host's event loop only accepts batches (so the queue keeps filling while a batch is served); the server
 thread takes them in order, serves them with the `ServiceEmulator`, updates the operator state and logs every
 tuple, and answers the batch with an `Ack` for its source alone. A flusher thread ships the state delta, the
 batches it covers and their tuple log to the aggregator every period; an ack lists the batches of its source
