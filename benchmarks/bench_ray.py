@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,13 +80,15 @@ def bench_once(spec: TopologySpec, stream, label: str) -> float:
 
 def whole_process(engine: str, messages: int, grouping: str) -> float:
     """Seconds `run_topology.py` takes, start to exit, for a saturating zero-cost run of `messages`."""
-    out = Path("/tmp") / f"bench-ray-{engine}-{os.getpid()}"
+    out = Path(tempfile.mkdtemp(prefix="bench-ray-")) / engine
     clock = time.perf_counter()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", engine, "--grouping",
                     grouping, "--workers", "4", "--cost-ms", "0", "--rate", "max",
                     "--stream", f"zipf:z=1.2,keys=100000,messages={messages},seed=7", "--out", str(out),
                     "--overwrite", "--no-plots", "--quiet", "--json"], check=True, capture_output=True)
-    return time.perf_counter() - clock
+    seconds = time.perf_counter() - clock
+    shutil.rmtree(out.parent, ignore_errors=True)
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
