@@ -79,3 +79,14 @@ def headroom(
         verdict = NONE
         why = "the run carried its input" + (f" ({delivered:.0%} of the requested rate)" if delivered else "")
     return {**facts, "bottleneck": verdict, "note": why}
+
+
+def attach(summary: dict, engine: str, rate: float | None, sources: Sequence[dict],
+           transit_p99_ms: float | None = None) -> None:
+    """Put the sources' stats and the run's headroom into its summary (`source_stats`, `headroom`)."""
+    summary["source_stats"] = list(sources)
+    summary["headroom"] = headroom(
+        engine=engine, rate=rate, throughput=summary["throughput_tps"],
+        worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
+        transit_p99_ms=transit_p99_ms, latency_p99_ms=summary["latency_ms"]["p99"],
+    )

@@ -32,7 +32,7 @@ import groupings
 from groupings.control import Controller, MigrationLog
 from groupings.feedback import AckReport, WorkerReport
 from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.headroom import headroom
+from topo.headroom import attach
 from topo.metrics import (
     RunResult,
     TupleLog,
@@ -402,11 +402,7 @@ class Simulation:
             extra=extra,
             worker_timelines=lines,
         )
-        summary["source_stats"] = [source.node.stats(summary["duration_s"]) for source in self.sources]
-        summary["headroom"] = headroom(
-            engine="sim", rate=spec.rate, throughput=summary["throughput_tps"],
-            worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
-        )
+        attach(summary, "sim", spec.rate, [source.node.stats(summary["duration_s"]) for source in self.sources])
         series = timeseries(log, pool.workers, spec.sample_interval_s, worker_timelines=lines)
         return RunResult(summary, series, log, extras={"batches": self._batch_table()})
 

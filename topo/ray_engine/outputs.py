@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 import operators
-from topo.headroom import headroom
+from topo.headroom import attach
 from topo.metrics import (
     RunResult,
     TupleLog,
@@ -106,7 +106,7 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
     start = float(log.arrival_s.min()) if len(log) else 0.0
     end = float(log.finish_s.max()) if len(log) else 0.0
     totals = _sum_counters(got.sources)
-    in_flight = [s["max_in_flight"] for s in got.sources]
+    in_flight = [s["node"]["max_in_flight"] for s in got.sources]
     agg = got.aggregator
     flush_period = got.facts.get("aggregate_every_s")
     extra = {
@@ -170,15 +170,8 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         row["measured_capacity"] = float(report["measured_capacity"]) if spec.cost_ms > 0 else None
         row["node"] = dict(report["node"])
         row["incarnations"] = incarnations[row["id"]]
-    summary["source_stats"] = [s["node"] for s in got.sources]
     transit = [w["transit_ms"] for w in got.workers if w["transit_ms"]["buffers"]]
-    summary["ray"]["transit_ms"] = {"p50": max((t["p50"] for t in transit), default=0.0),
-                                    "p99": max((t["p99"] for t in transit), default=0.0),
-                                    "max": max((t["max"] for t in transit), default=0.0)}
-    summary["headroom"] = headroom(
-        engine="ray", rate=spec.rate, throughput=summary["throughput_tps"],
-        worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
-        transit_p99_ms=summary["ray"]["transit_ms"]["p99"], latency_p99_ms=summary["latency_ms"]["p99"],
-    )
+    summary["ray"]["transit_ms"] = {q: max((t[q] for t in transit), default=0.0) for q in ("p50", "p99", "max")}
+    attach(summary, "ray", spec.rate, [s["node"] for s in got.sources], summary["ray"]["transit_ms"]["p99"])
     series = timeseries(log, n, spec.sample_interval_s, worker_timelines=lines)
     return RunResult(summary, series, log, extras={"batches": batches_table(got.sources)})

@@ -176,7 +176,7 @@ class Source:
         for h, group in frames.items():
             frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
             host = self._hosts[h]
-            host.process.remote(frame, time.time())  # a failure shows on the long poll, which fails with the process
+            host.process.remote(frame, now)  # a failure shows on the long poll, which fails with the process
             waiting = self._pending.setdefault(h, {})
             for entry in group:
                 entry.state, entry.sent_s = PENDING, now
@@ -350,8 +350,7 @@ class Source:
         loop = {**node.stats(self.loop_s), "loop_s": self.loop_s,
                 "busy_fraction": self.loop_busy_s / self.loop_s if self.loop_s > 0 else 0.0}
         return {"index": self.index, "emitted": self.count.emitted, "counters": vars(self.count),
-                "max_in_flight": node.max_in_flight.tolist(), "grouping_stats": stats, "batches": rows,
-                "node": loop}
+                "grouping_stats": stats, "batches": rows, "node": loop}
 
     # --- calls from the driver and the controller (other threads of this actor)
 
