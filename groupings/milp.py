@@ -33,8 +33,6 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 W1 = 1.0  # weight of the load distance d
 W2 = 0.001  # weight of the bound tighteners: the objective is (W1 - 2 W2) d + W2 (max - min), nearly lexicographic
@@ -217,6 +215,8 @@ def allocate(
     with warnings.catch_warnings():
         # scipy hands HiGHS options it does not list (the absolute gap) over verbatim, with a warning
         warnings.simplefilter("ignore", RuntimeWarning)
+        from scipy.optimize import milp  # scipy.optimize takes 0.2 s to import: only a run that solves pays it
+
         res = milp(
             c,
             constraints=constraints,
@@ -362,6 +362,9 @@ def _program(
     n_rows = r_tight + 2
     lo = np.concatenate([np.ones(units), [-np.inf], np.full(m, -np.inf), np.ones(na), [-np.inf, -np.inf]])
     hi = np.concatenate([np.ones(units), [float(budget)], np.ones(m), np.full(na, np.inf), [0.0, 0.0]])
+    from scipy.optimize import Bounds, LinearConstraint
+    from scipy.sparse import coo_array
+
     matrix = coo_array(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, nv + 3)
     ).tocsr()

@@ -116,11 +116,13 @@ def test_what_ray_cannot_run_is_refused_before_work_starts(tmp_path, args, fragm
     assert not out.exists()
 
 
-def test_malformed_dataset_directory(tmp_path):
+@pytest.mark.parametrize("engine", ["sim", "ray"])
+def test_malformed_dataset_directory(tmp_path, engine):
+    # on Ray the local Ray has begun starting when the stream's data turns out bad: it is stopped, no traceback
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "_meta.json").write_text("{not json")
-    r = run("--engine", "sim", "--stream", str(bad), "--out", str(tmp_path / "run"))
+    r = run("--engine", engine, "--stream", str(bad), "--out", str(tmp_path / "run"))
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()

@@ -256,15 +256,21 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from topo import runner
     from topo.report import print_summary
-    from topo.rundir import atomic_run_dir, default_run_dir
+    from topo.rundir import atomic_run_dir, check_destination, default_run_dir
 
     args = build_parser().parse_args(argv)
     spec = spec_from_args(args)
-    prepared = runner.prepare(spec)  # validates grouping, operator, stream: raises SpecError
+    runner.check(spec)  # grouping, operator, engine: raises SpecError before anything starts
     out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
-    with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
-        result = runner.execute(prepared, progress=not (args.quiet or args.json), run_id=out.name)
-        runner.write_run(result, tmp, plots=not args.no_plots, spec=spec)
+    check_destination(out, args.overwrite)
+    runner.begin_engine(spec)  # a local Ray starts while the stream loads
+    try:
+        prepared = runner.load(spec)
+        with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
+            result = runner.execute(prepared, progress=not (args.quiet or args.json), run_id=out.name)
+            runner.write_run(result, tmp, plots=not args.no_plots, spec=spec)
+    finally:
+        runner.end_engine()
     summary = dict(result.summary, run_dir=str(out))
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))

@@ -230,8 +230,8 @@ def _read_part(path: Path) -> pa.Table:
     return table
 
 
-def read_dataset(path: str | os.PathLike) -> Stream:
-    """Load a dataset directory as a Stream in seq order, or raise StreamError naming the bad file."""
+def find_dataset(path: str | os.PathLike) -> Path:
+    """The dataset directory at `path`, or StreamError if there is none; reads no data."""
     root = Path(path)
     if not root.exists():
         raise StreamError(f"{root}: no such dataset directory (nor an inline spec such as zipf:z=1.2,...)")
@@ -239,6 +239,12 @@ def read_dataset(path: str | os.PathLike) -> Stream:
         raise StreamError(
             f"{root}: not a directory (a dataset is a directory of {PART_GLOB} and {META_FILE})"
         )
+    return root
+
+
+def read_dataset(path: str | os.PathLike) -> Stream:
+    """Load a dataset directory as a Stream in seq order, or raise StreamError naming the bad file."""
+    root = find_dataset(path)
     meta = _read_meta(root)
     parts = sorted(root.glob(PART_GLOB))
     if not parts:

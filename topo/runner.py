@@ -1,7 +1,8 @@
 """One run, start to finish: check the inputs, run an engine, write the run directory.
 
-`prepare` does every check that can fail on user input before any work starts; `execute` runs the engine;
-`write_run` fills a (temporary) directory that the caller renames into place.
+`prepare` does every check that can fail on user input before any work starts (`check`, then `load` the stream);
+`execute` runs the engine; `write_run` fills a (temporary) directory that the caller renames into place.
+`begin_engine` starts a local Ray while the stream loads; `end_engine` stops it if no run used it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import groupings
 import operators
 from topo.metrics import RunResult, write_outputs
 from topo.spec import SpecError, TopologySpec
-from topo.streams import Stream, StreamError, load_stream
+from topo.streams import Stream, StreamError, find_stream, load_stream
 
 SPEC_FILE = "spec.json"
 
@@ -28,8 +29,9 @@ class Prepared:
     stream: Stream
 
 
-def prepare(spec: TopologySpec) -> Prepared:
-    """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
+def check(spec: TopologySpec) -> None:
+    """Check the engine, operator, grouping and the stream's name; raise SpecError with one line on the first
+    problem (the stream's data is checked as `load` reads it)."""
     if spec.engine == "ray":
         from topo.ray_engine.driver import check_supported
 
@@ -44,12 +46,44 @@ def prepare(spec: TopologySpec) -> Prepared:
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     try:
+        find_stream(spec.stream)
+    except StreamError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def load(spec: TopologySpec) -> Prepared:
+    """Load the checked spec's stream; SpecError with one line if it cannot be read or is empty."""
+    try:
         stream = load_stream(spec.stream)
     except StreamError as exc:
         raise SpecError(str(exc)) from None
     if stream.messages == 0:
         raise SpecError(f"--stream {spec.stream}: the stream is empty")
     return Prepared(spec, stream)
+
+
+def prepare(spec: TopologySpec) -> Prepared:
+    """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
+    check(spec)
+    return load(spec)
+
+
+def begin_engine(spec: TopologySpec) -> None:
+    """Start what the spec's engine needs ahead of the run, while the stream loads (a local Ray); `end_engine`
+    stops it if the run never came."""
+    if spec.engine == "ray" and not spec.address:
+        from topo.ray_engine import local
+        from topo.ray_engine.driver import local_options
+
+        local.begin(local_options(spec.metrics_port))
+
+
+def end_engine() -> None:
+    """Stop and wait for what `begin_engine` started and no run used (nothing if a run used it)."""
+    import sys
+
+    if "topo.ray_engine.local" in sys.modules:
+        sys.modules["topo.ray_engine.local"].abandon()
 
 
 def _engine(spec: TopologySpec, run_id: str | None = None):

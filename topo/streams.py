@@ -146,15 +146,30 @@ def spec_meta(spec: StreamSpec) -> dict:
     }
 
 
+def _inline(spec: str | os.PathLike) -> bool:
+    text = os.fspath(spec)
+    return not isinstance(spec, os.PathLike) and is_inline_spec(text) and not Path(text).exists()
+
+
+def find_stream(spec: str | os.PathLike) -> None:
+    """Raise StreamError if `spec` names no stream (an inline spec that does not parse, no dataset directory);
+    reads no data, so a caller can check the name before it starts anything costly."""
+    if _inline(spec):
+        parse_stream_spec(os.fspath(spec))
+    else:
+        from topo.dataset import find_dataset
+
+        find_dataset(spec)
+
+
 def load_stream(spec: str | os.PathLike) -> Stream:
     """The stream named by an inline spec (`zipf:...`, `drift:...`) or a dataset directory."""
-    text = os.fspath(spec)
-    if not isinstance(spec, os.PathLike) and is_inline_spec(text) and not Path(text).exists():
-        return stream_from_spec(parse_stream_spec(text))
+    if _inline(spec):
+        return stream_from_spec(parse_stream_spec(os.fspath(spec)))
     # imported here because the dataset module builds on Stream
     from topo.dataset import read_dataset
 
-    return read_dataset(text)
+    return read_dataset(os.fspath(spec))
 
 
 def __getattr__(name: str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import time
@@ -16,6 +15,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 import groupings
 from topo.metrics import RunResult
 from topo.model.inputs import arrival_times
+from topo.ray_engine import local
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.controller import ControlLoop
 from topo.ray_engine.host import WorkerHost, WorkerRef, host_groups
@@ -69,7 +69,7 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
         raise SpecError(f"--work must be one of {', '.join(WORK_MODES)} (got {work!r})")
     port = getattr(spec, "metrics_port", None)
     joining = getattr(spec, "address", None)  # a cluster's nodes export on the port they were started with
-    if port is not None and not joining and not ray.is_initialized() and not port_free(port):
+    if port is not None and not joining and not ray.is_initialized() and not local.begun() and not port_free(port):
         raise SpecError(f"--metrics-port {port}: something already listens on 127.0.0.1:{port}")
     if getattr(spec, "cgroup_quota", False):
         if work != "cpu":
@@ -85,18 +85,9 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
                                     "more than one core; lower --core-share")
 
 
-def connect(address: str | None, metrics_port: int | None = None) -> bool:
-    """Join the cluster at `address`, or start a local Ray (exporting Prometheus metrics on 127.0.0.1:`metrics_port`
-    if given); True if this call started or joined it."""
-    if ray.is_initialized():
-        return False
-    quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
-    if address:
-        ray.init(address=address, **quiet)
-    else:
-        extra = ray_init_options(metrics_port) if metrics_port is not None else {}
-        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, **quiet, **extra)
-    return True
+def local_options(metrics_port: int | None) -> dict:
+    """`ray.init` options of a local Ray that exports Prometheus metrics on 127.0.0.1:`metrics_port` if given."""
+    return ray_init_options(metrics_port) if metrics_port is not None else {}
 
 
 def check_placement(placement) -> None:
@@ -229,23 +220,31 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
     events = parse_chaos(chaos, spec.max_workers)
     if placement is not None and len(placement) != spec.max_workers:
         raise SpecError(f"--placement names {len(placement)} resources for {spec.max_workers} workers")
-    started = connect(address, metrics_port)
+    session = local.acquire(address, local_options(metrics_port))
     setup = time.perf_counter()
     run = None
     metrics = None
     if metrics_port is not None:
         metrics = MetricsContext(run=str(run_id or uuid.uuid4().hex[:12]), grouping=spec.grouping)
     try:
-        check_placement(placement)
-        run = Run(spec, stream, work, placement, metrics)
-        run.wait_ready()
-        setup_s = time.perf_counter() - setup
-        return _drive(spec, stream, run, events, progress, setup_s, address, work, metrics)
+        try:
+            check_placement(placement)
+            run = Run(spec, stream, work, placement, metrics)
+            run.wait_ready()
+            setup_s = time.perf_counter() - setup
+            collected, loop_s = _drive(spec, run, events, progress, address, work, metrics)
+        finally:
+            if run is not None:
+                run.teardown()
+            session.release()  # Ray stops in its own thread while the outputs are computed
+        clock = time.perf_counter()
+        result = build_result(spec, stream, collected)
+        result.summary["wall_clock_s"] = {"setup": setup_s, "loop": loop_s, "metrics": time.perf_counter() - clock}
+        if progress is not None:
+            progress(result.summary["tuples_in"])
+        return result
     finally:
-        if run is not None:
-            run.teardown()
-        if started:
-            ray.shutdown()
+        session.join()
 
 
 class World:
@@ -287,8 +286,10 @@ def _served(run: Run) -> np.ndarray | None:
         return None
 
 
-def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, work,
-           metrics: MetricsContext | None = None) -> RunResult:
+def _drive(spec, run: Run, events, progress, address, work,
+           metrics: MetricsContext | None = None) -> tuple[Collected, float]:
+    """Start the sources together, inject chaos and scheduled changes until they end; what the actors hold, and
+    the seconds the run took."""
     driver_metrics = DriverMetrics(metrics) if metrics is not None else None
     quotas = run.apply_quotas(spec.capacity_list) if getattr(spec, "cgroup_quota", False) else None
     clock = time.perf_counter()
@@ -337,9 +338,4 @@ def _drive(spec, stream, run: Run, events, progress, setup_s: float, address, wo
         facts={"address": address or "local", "work": work, "cgroup_quotas": world.quotas,
                "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S},
     )
-    clock = time.perf_counter()
-    result = build_result(spec, stream, collected)
-    result.summary["wall_clock_s"] = {"setup": setup_s, "loop": loop_s, "metrics": time.perf_counter() - clock}
-    if progress is not None:
-        progress(result.summary["tuples_in"])
-    return result
+    return collected, loop_s
