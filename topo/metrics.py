@@ -237,39 +237,6 @@ def active_seconds(history: Sequence[tuple[float, int]], workers: int, start: fl
     return out
 
 
-def scaling_extras(log: TupleLog, active_history: Sequence[tuple[float, int]],
-                   capacity_history: Sequence[tuple[float, Sequence[float]]], workers: int) -> dict:
-    """Summary facts of a run whose workers joined or left: load per second each was actually in the topology."""
-    out: dict = {"active_workers": [{"at_s": t, "workers": n} for t, n in active_history]}
-    if len(active_history) > 1:
-        start = float(log.arrival_s.min()) if len(log) else 0.0
-        end = float(log.finish_s.max()) if len(log) else 0.0
-        active_s = active_seconds(active_history, workers, start, end)
-        caps = effective_capacities(capacity_history, start, end)
-        rate = np.bincount(log.worker, minlength=workers) / np.maximum(active_s, 1e-12) / caps
-        used = active_s > 0
-        out["imbalance_active_time"] = float(rate[used].max() / rate[used].mean() - 1) if used.any() else 0.0
-        out["active_seconds"] = active_s.tolist()
-    return out
-
-
-def run_config(spec: object, initial_capacities: Sequence[float]) -> dict:
-    """The settings a run was made with, as every engine reports them in its summary."""
-    return {
-        "cost_ms": spec.cost_ms,
-        "rate": spec.rate,
-        "duration": spec.duration,
-        "batch_size": spec.batch_size,
-        "linger_ms": spec.linger_ms,
-        "max_pending": spec.max_pending,
-        "net_delay_ms": spec.net_delay_ms,
-        "operator": spec.operator,
-        "initial_capacities": list(initial_capacities),
-        "capacity_schedule": [c.describe() for c in spec.capacity_schedule],
-        "scale_schedule": [c.describe() for c in spec.scale_schedule],
-    }
-
-
 def aggregation_cost(log: TupleLog, key_hash: np.ndarray, period_s: float) -> dict:
     """Periodic aggregation: every period each worker flushes the partial state of the keys it updated since
     its last flush; the cost grows with how many workers share a key (replication)."""

@@ -29,22 +29,22 @@ import numpy as np
 import pyarrow as pa
 
 import groupings
-from groupings.control import Controller, MigrationLog
-from groupings.feedback import AckReport, WorkerReport
+from groupings.control import Controller
+from groupings.feedback import AckReport
 from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
+from topo.extras import run_extras
 from topo.headroom import attach
 from topo.metrics import (
     RunResult,
     TupleLog,
     aggregation_cost,
     effective_capacities,
-    run_config,
-    scaling_extras,
     summarize,
     timelines,
     timeseries,
 )
 from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
+from topo.model.control import ControlPeriods, Repartition
 from topo.model.inputs import arrival_times, source_seed, source_share
 from topo.outcome import operator_outcome
 from topo.queueing import Observer, WorkerPool
@@ -226,13 +226,11 @@ class Simulation:
                 self.kernel.schedule(change.at, self._apply, change, priority=WORLD)
         self._by_count.sort(key=lambda c: c.at)
         # repartitioning strategies: a controller period, and the state that moves when the function changes
-        self.migrations = MigrationLog()
+        self.control: ControlPeriods | None = None
         self._control_eye = Observer(self.pool)
-        self._last_busy = np.zeros(self.pool.workers)
-        self._last_done = np.zeros(self.pool.workers, np.int64)
-        self._seen = np.empty(0, np.uint64)  # distinct keys sent so far (the ones that may have state to move)
-        self._seen_upto = 0
+        self._seen_upto = 0  # tuples whose keys the controller has seen
         if self.controller is not None:
+            self.control = ControlPeriods(self.controller, self.pool.workers, spec.migration_ms_per_key)
             self.kernel.schedule(self.controller.period_s, self._control, priority=WORLD)
 
     # --- the world changes
@@ -250,43 +248,30 @@ class Simulation:
             source.node.resize(self.active)
         if self.delegation is not None:
             self.delegation.resize(self.active)
-        if self.controller is not None:
-            before = self.controller.version
-            self.controller.resize(self.active)
-            if self.controller.version != before:  # workers that left must hand over their keys at once
-                self._migrate(before, now)
+        if self.control is not None:
+            self._see_sent()
+            self._pause(self.control.resize(self.active, now), now)  # leaving workers hand over their keys
 
     def _control(self) -> None:
         """A controller period ends: report what the workers did, let it repartition, move the state."""
-        now, ctl = self.kernel.now, self.controller
-        everyone = np.arange(self.pool.workers, dtype=np.int32)
-        qlen, busy, done = self._control_eye.observe(everyone, now)
-        report = WorkerReport(
-            tuples=done - self._last_done,
-            busy_s=busy - self._last_busy,
-            queue_len=qlen.astype(np.float64),
-            active=everyone < self.active,
-            period_s=ctl.period_s,
-            now=now,
-        )
-        self._last_done, self._last_busy = done, busy
-        before = ctl.version
-        if ctl.step(report) and ctl.version != before:
-            self._migrate(before, now)
+        now = self.kernel.now
+        qlen, busy, done = self._control_eye.observe(np.arange(self.pool.workers, dtype=np.int32), now)
+        self._see_sent()
+        self._pause(self.control.step(now, done, busy, qlen, self.active), now)
         if not all(source.node.exhausted for source in self.sources):
-            self.kernel.schedule(now + ctl.period_s, self._control, priority=WORLD)
+            self.kernel.schedule(now + self.controller.period_s, self._control, priority=WORLD)
 
-    def _migrate(self, old_version: int, now: float) -> None:
-        """Move the state of every key seen so far whose owner changed; both workers pause per key moved."""
-        ctl, pool = self.controller, self.pool
-        if self._seen_upto < pool.size:
-            fresh = np.unique(self.key_hash[self.seq[self._seen_upto : pool.size]])
-            self._seen = np.union1d(self._seen, fresh)
-            self._seen_upto = pool.size
-        _, pauses = self.migrations.record(ctl, self._seen, old_version, pool.workers, now,
-                                           self.spec.migration_ms_per_key / 1e3)
-        for w in np.flatnonzero(pauses):
-            pool.pause(int(w), now, float(pauses[w]))
+    def _see_sent(self) -> None:
+        """The controller learns the keys sent since it last looked (the ones that may have state to move)."""
+        if self._seen_upto < self.pool.size:
+            self.control.see(np.unique(self.key_hash[self.seq[self._seen_upto : self.pool.size]]))
+            self._seen_upto = self.pool.size
+
+    def _pause(self, moved: Repartition | None, now: float) -> None:
+        """Both ends of every moved key pause for the transfer."""
+        if moved is not None:
+            for w in np.flatnonzero(moved.pause_s):
+                self.pool.pause(int(w), now, float(moved.pause_s[w]))
 
     # --- tuples on the wire
 
@@ -369,26 +354,19 @@ class Simulation:
         lines = timelines(log, pool.workers)
         start = float(log.arrival_s.min()) if len(log) else 0.0
         end = float(log.finish_s.max()) if len(log) else 0.0
-        extra = {
-            "seed": spec.seed,
-            "params": dict(spec.params),
-            "stream": dict(getattr(self.stream, "meta", None) or {}),
-            "config": run_config(spec, self.capacity_history[0][1]),
-            "migrations": self.migrations.migrations,
-            "migrated_keys": self.migrations.migrated_keys,
-            "migration_pause_s": self.migrations.pause_s,
-            "capacity_changes": [{"at_s": t, "capacities": list(c)} for t, c in self.capacity_history[1:]],
-            **scaling_extras(log, self.active_history, self.capacity_history, pool.workers),
-            "grouping_stats": [source.grouping.stats() for source in self.sources],
-        }
-        if self.controller is not None:
-            extra["controller"] = self.controller.stats()
-            extra["repartitions"] = self.migrations.events
-        if self.delegation is not None:
-            extra["signals"] = {k: sum(m.signals[k] for m in self.meters) for k in ("increase", "decrease")}
-            extra["delegation"] = self.delegation.stats()
+        aggregation = None
         if spec.aggregate_every_s is not None:
-            extra["aggregation"] = aggregation_cost(log, key_hash, spec.aggregate_every_s)
+            aggregation = aggregation_cost(log, key_hash, spec.aggregate_every_s)
+        control, delegation = self.control, self.delegation
+        extra = run_extras(
+            spec, self.stream, log, pool.workers, self.capacity_history, self.active_history,
+            [source.grouping.stats() for source in self.sources],
+            migrations=None if control is None else control.migrations,
+            controller=None if control is None else self.controller.stats(),
+            signals={k: sum(m.signals[k] for m in self.meters) for k in ("increase", "decrease")},
+            delegation=None if delegation is None else delegation.stats(),
+            aggregation=aggregation,
+        )
         summary = summarize(
             log,
             grouping=spec.grouping,

@@ -3,7 +3,8 @@
 Every source routes with a replica of the run's controller, attached to its own grouping. Each period the
 controller actor pulls from every source a `SourceStatistics` snapshot (gedik: the source's lossy counter;
 albic: its per-key-group counts and sketch; both: the keys routed since), stands the snapshots in for the
-sources' groupings, asks the workers for their counters (a `WorkerReport`), and steps the real controller.
+sources' groupings, asks the workers for their counters, and steps the run's controller through the engines' one
+`ControlPeriods` (the period's `WorkerReport`, the keys seen, the migrations).
 When that installs a new version it pushes a copy to every source, which swaps it in before its next batch,
 and pauses the workers whose keys moved for `migration_ms_per_key` per key (the simulator's migration model).
 """
@@ -21,8 +22,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 import groupings
-from groupings.control import MigrationLog
-from groupings.feedback import WorkerReport
+from topo.model.control import ControlPeriods, Repartition
 from topo.ray_engine.metrics import ControlMetrics, MetricsContext
 from topo.spec import TopologySpec
 
@@ -78,16 +78,11 @@ class ControlLoop:
         self.sources = sources
         self.workers = workers
         self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
-        self.migrations = MigrationLog()
-        self._seen = np.empty(0, np.uint64)  # distinct keys routed so far: the ones that may have state to move
-        n = len(workers)
-        self._done = np.zeros(n, np.int64)
-        self._busy = np.zeros(n)
+        self.periods = ControlPeriods(self.controller, len(workers), spec.migration_ms_per_key)
         self._stop = threading.Event()
         self._lock = threading.Lock()  # a step and a resize from the driver never overlap
         self.active = spec.workers
         self.t0 = time.time()  # the run's start, once `run` is called
-        self.steps = 0
         self.pushes = 0
 
     def run(self, t0: float) -> dict:
@@ -110,12 +105,10 @@ class ControlLoop:
         over the new workers (so it knows which leaving ones still drain); one that moved keys off leaving
         workers at once pauses the workers the state moves between."""
         with self._lock:
-            ctl, before = self.controller, self.controller.version
-            ctl.resize(workers)
+            moved = self.periods.resize(workers, time.time() - self.t0)
             self.active = workers
             self._push()
-            if ctl.version != before:
-                self._migrate(before, time.time() - self.t0)
+            self._pause(moved)
 
     def _push(self) -> None:
         """Every source routes with a copy of the controller's current version from its next batch on."""
@@ -124,45 +117,37 @@ class ControlLoop:
         self.pushes += 1
 
     def _step(self, now: float) -> None:
-        ctl = self.controller
         snapshots = [pickle.loads(b) for b in ray.get([s.statistics.remote() for s in self.sources])]
         for snap in snapshots:
-            if snap.keys.size:
-                self._seen = np.union1d(self._seen, snap.keys)
-        ctl.sources = snapshots
-        report = self._worker_report(now)
-        before = ctl.version
-        self.steps += 1
-        if ctl.step(report) and ctl.version != before:
+            self.periods.see(snap.keys)
+        self.controller.sources = snapshots
+        moved = self.periods.step(now, *self._counters(), self.active)
+        if moved is not None:
             self._push()
-            self._migrate(before, now)
+            self._pause(moved)
 
-    def _worker_report(self, now: float) -> WorkerReport:
-        """Tuples and busy seconds of each worker over the period, and its queue now."""
+    def _counters(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each worker's running tuples done and busy seconds, and its queue now; a worker restarting reports
+        nothing this period (its totals stay as they were)."""
         n = len(self.workers)
-        done, busy, queue = self._done.copy(), self._busy.copy(), np.zeros(n)
+        (done, busy), queue = self.periods.totals(), np.zeros(n)
         for w, ref in enumerate([worker.counters.remote() for worker in self.workers]):
             try:
                 done[w], busy[w], queue[w] = ray.get(ref, timeout=CALL_TIMEOUT_S)
             except (RayActorError, GetTimeoutError):
-                pass  # a worker restarting reports nothing this period
-        # a restarted worker counts from zero again
-        tuples = np.where(done >= self._done, done - self._done, done)
-        busy_s = np.where(busy >= self._busy, busy - self._busy, busy)
-        self._done, self._busy = done, busy
-        return WorkerReport(tuples=tuples, busy_s=busy_s, queue_len=queue, active=np.arange(n) < self.active,
-                            period_s=self.controller.period_s, now=now)
+                pass
+        return done, busy, queue
 
-    def _migrate(self, old_version: int, now: float) -> None:
-        """Pause both ends of every key seen so far whose owner changed, per key moved."""
-        count, pauses = self.migrations.record(self.controller, self._seen, old_version, len(self.workers), now,
-                                               self.spec.migration_ms_per_key / 1e3)
-        for w in np.flatnonzero(pauses).tolist():
-            self.workers[w].pause.remote(float(pauses[w]))
-        if count and self.metrics is not None:
-            self.metrics.migrated(count)
+    def _pause(self, moved: Repartition | None) -> None:
+        """Both ends of every moved key pause for the transfer."""
+        if moved is None:
+            return
+        for w in np.flatnonzero(moved.pause_s).tolist():
+            self.workers[w].pause.remote(float(moved.pause_s[w]))
+        if moved.keys and self.metrics is not None:
+            self.metrics.migrated(moved.keys)
 
     def report(self) -> dict:
         """The controller's stats, its migrations, and how often it stepped and pushed a version."""
-        return {"controller": self.controller.stats(), "migrations": self.migrations, "steps": self.steps,
-                "pushes": self.pushes}
+        return {"controller": self.controller.stats(), "migrations": self.periods.migrations,
+                "steps": self.periods.steps, "pushes": self.pushes}

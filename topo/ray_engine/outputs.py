@@ -9,13 +9,12 @@ import numpy as np
 import pyarrow as pa
 
 import operators
+from topo.extras import run_extras
 from topo.headroom import attach
 from topo.metrics import (
     RunResult,
     TupleLog,
     effective_capacities,
-    run_config,
-    scaling_extras,
     summarize,
     timelines,
     timeseries,
@@ -109,31 +108,21 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
     in_flight = [s["node"]["max_in_flight"] for s in got.sources]
     agg = got.aggregator
     flush_period = got.facts.get("aggregate_every_s")
-    extra = {
-        "seed": spec.seed,
-        "params": dict(spec.params),
-        "stream": dict(getattr(stream, "meta", None) or {}),
-        "config": run_config(spec, got.capacity_history[0][1]),
-        "migrations": 0,
-        "migrated_keys": 0,
-        "migration_pause_s": 0.0,
-        "capacity_changes": [{"at_s": t, "capacities": list(c)} for t, c in got.capacity_history[1:]],
-        **scaling_extras(log, got.active_history, got.capacity_history, n),
-        "grouping_stats": [s["grouping_stats"] for s in got.sources],
-    }
-    if got.control is not None:
-        migrations = got.control["migrations"]
-        extra.update(migrations=migrations.migrations, migrated_keys=migrations.migrated_keys,
-                     migration_pause_s=migrations.pause_s, controller=got.control["controller"],
-                     repartitions=migrations.events)
-    if got.workers[0]["delegation"] is not None:
-        extra["signals"] = {k: int(sum(w["signals"][k] for w in got.workers)) for k in ("increase", "decrease")}
-        extra["delegation"] = _delegation(got.workers)
+    aggregation = None
     if spec.aggregate_every_s is not None:
         flushes = agg["flushes"]
-        extra["aggregation"] = {"period_s": spec.aggregate_every_s, "flushes": flushes,
-                                "keys_flushed": agg["keys_flushed"],
-                                "keys_per_flush": agg["keys_flushed"] / flushes if flushes else 0.0}
+        aggregation = {"period_s": spec.aggregate_every_s, "flushes": flushes, "keys_flushed": agg["keys_flushed"],
+                       "keys_per_flush": agg["keys_flushed"] / flushes if flushes else 0.0}
+    delegates = got.workers[0]["delegation"] is not None
+    extra = run_extras(
+        spec, stream, log, n, got.capacity_history, got.active_history,
+        [s["grouping_stats"] for s in got.sources],
+        migrations=None if got.control is None else got.control["migrations"],
+        controller=None if got.control is None else got.control["controller"],
+        signals={k: sum(w["signals"][k] for w in got.workers) for k in ("increase", "decrease")} if delegates else None,
+        delegation=_delegation(got.workers) if delegates else None,
+        aggregation=aggregation,
+    )
     incarnations = [sum(1 for r in agg["registrations"] if r["worker"] == w) for w in range(n)]
     extra["ray"] = {
         **got.facts,
