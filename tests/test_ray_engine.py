@@ -10,6 +10,7 @@ import pytest
 
 from groupings.hashing import hash_keys
 from topo import work_cgroup
+from topo.metrics import RunResult
 from topo.model import WindowMeter
 from topo.ray_engine import run_ray
 from topo.ray_engine.aggregator import Aggregator
@@ -295,19 +296,19 @@ def test_a_minute_at_three_times_capacity_stays_bounded_and_finishes(ray_session
 # --- one model: the same spec means the same on both engines
 
 
-def _both(spec: TopologySpec, stream) -> tuple[dict, dict]:
-    sim = simulate(spec.with_(engine="sim"), stream).summary
-    ray_summary = run_ray(spec.with_(engine="ray"), stream).summary
-    return sim, ray_summary
+def _both(spec: TopologySpec, stream) -> tuple[RunResult, RunResult]:
+    return simulate(spec.with_(engine="sim"), stream), run_ray(spec.with_(engine="ray"), stream)
 
 
 def test_credits_mean_the_same_on_both_engines(ray_session):
     # one slow worker, one fast, input at twice what they take: every channel's credits fill and hold
     spec = TopologySpec(grouping="sg", workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=1.0, rate=3000.0,
                         batch_size=20, linger_ms=5.0, max_pending=3)
-    sim, ray_summary = _both(spec, zipf_stream(1500))
+    results = _both(spec, zipf_stream(1500))
+    sim, ray_summary = (r.summary for r in results)
     check_run(ray_summary, spec)
-    for summary in (sim, ray_summary):
+    for result in results:
+        summary = result.summary
         # credits per (source, worker) channel: each pair reached max_pending, and none went past it
         pairs = [s["max_in_flight"] for s in summary["source_stats"]]
         assert all(max(pair) == spec.max_pending for pair in pairs)
@@ -315,6 +316,11 @@ def test_credits_mean_the_same_on_both_engines(ray_session):
         assert summary["queue_max"] <= spec.sources * spec.max_pending * spec.batch_size
         # the input outran the workers, so the sources waited for credits
         assert summary["headroom"]["source_blocked_max"] > 0.2
+        # one batch table: the same first columns, every buffer within its capacity, every tuple in one
+        batches = result.extras["batches"]
+        assert batches.column_names[:6] == ["source", "worker", "batch_id", "size", "sent_s", "ack_s"]
+        sizes = batches.column("size").to_numpy()
+        assert sizes.max() <= spec.batch_size and sizes.sum() == summary["tuples_processed"]
     # shuffle into equal halves: the slow worker bounds both engines alike
     assert ray_summary["throughput_tps"] == pytest.approx(sim["throughput_tps"], rel=0.1)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from groupings.control import MigrationLog
 from topo.metrics import TupleLog, active_seconds, effective_capacities
@@ -76,3 +77,17 @@ def run_extras(spec: object, stream: object, log: TupleLog, workers: int,
     if aggregation is not None:
         extra["aggregation"] = aggregation
     return extra
+
+
+def batch_table(source: np.ndarray, worker: np.ndarray, batch_id: np.ndarray, size: np.ndarray, sent_s: np.ndarray,
+                ack_s: np.ndarray, **engine_columns: pa.Array) -> pa.Table:
+    """One row per buffer sent, the same first columns on every engine (times in seconds), then the engine's own."""
+    return pa.table({
+        "source": pa.array(np.asarray(source).astype(np.int32)),
+        "worker": pa.array(np.asarray(worker).astype(np.int32)),
+        "batch_id": pa.array(np.asarray(batch_id).astype(np.int64)),
+        "size": pa.array(np.asarray(size).astype(np.int32)),
+        "sent_s": pa.array(np.asarray(sent_s, np.float64)),
+        "ack_s": pa.array(np.asarray(ack_s, np.float64)),
+        **engine_columns,
+    })

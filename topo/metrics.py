@@ -57,7 +57,7 @@ class RunResult:
     summary: dict
     timeseries: pa.Table
     log: TupleLog
-    extras: dict = field(default_factory=dict)  # engine-specific tables (e.g. the simulator's batches)
+    extras: dict = field(default_factory=dict)  # "batches": `extras.batch_table` on both engines
 
     @property
     def latency(self) -> pa.Table:

@@ -32,7 +32,7 @@ import groupings
 from groupings.control import Controller
 from groupings.feedback import AckReport
 from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.extras import run_extras
+from topo.extras import batch_table, run_extras
 from topo.headroom import attach
 from topo.metrics import (
     RunResult,
@@ -386,18 +386,8 @@ class Simulation:
 
     def _batch_table(self) -> pa.Table:
         rows = np.asarray(self.batches, dtype=np.float64).reshape(-1, 7)
-        return pa.table(
-            {
-                "source": pa.array(rows[:, 0].astype(np.int32)),
-                "worker": pa.array(rows[:, 1].astype(np.int32)),
-                "batch_id": pa.array(rows[:, 2].astype(np.int64)),
-                "first_slot": pa.array(rows[:, 3].astype(np.int64)),
-                "size": pa.array(rows[:, 4].astype(np.int32)),
-                "sent_s": pa.array(rows[:, 5]),
-                "done_s": pa.array(rows[:, 6]),
-                "ack_s": pa.array(rows[:, 6] + self.delay_s),
-            }
-        )
+        return batch_table(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 4], rows[:, 5], rows[:, 6] + self.delay_s,
+                           first_slot=pa.array(rows[:, 3].astype(np.int64)), done_s=pa.array(rows[:, 6]))
 
 
 def simulate(

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 import operators
-from topo.extras import run_extras
+from topo.extras import batch_table, run_extras
 from topo.headroom import attach
 from topo.metrics import (
     RunResult,
@@ -54,19 +54,12 @@ def emitted_seqs(sources: list[dict], count: int) -> np.ndarray:
 
 
 def batches_table(sources: list[dict]) -> pa.Table:
-    """One row per sub-batch committed: source, batch id, worker, tuples, sent and acked (s), times sent."""
+    """One row per buffer committed (`extras.batch_table`), with how many times it was sent (replays)."""
     rows = [s["batches"] for s in sources]
     data = np.concatenate(rows) if rows else np.empty((0, 6))
     source = np.concatenate([np.full(len(r), s["index"]) for r, s in zip(rows, sources, strict=True)] or [[]])
-    return pa.table({
-        "source": pa.array(source.astype(np.int32)),
-        "batch_id": pa.array(data[:, 0].astype(np.int64)),
-        "worker": pa.array(data[:, 1].astype(np.int32)),
-        "size": pa.array(data[:, 2].astype(np.int32)),
-        "sent_s": pa.array(data[:, 3]),
-        "ack_s": pa.array(data[:, 4]),
-        "sends": pa.array(data[:, 5].astype(np.int32)),
-    })
+    return batch_table(source, data[:, 1], data[:, 0], data[:, 2], data[:, 3], data[:, 4],
+                       sends=pa.array(data[:, 5].astype(np.int32)))
 
 
 def _sum_counters(sources: list[dict]) -> dict:
