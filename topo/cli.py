@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from topo.spec import SpecError, TopologySpec
+from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, SpecError, TopologySpec
 from topo.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 
 ENGINES = ("sim", "ray")
@@ -98,10 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice in the run")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="params",
                    help="a grouping parameter, e.g. eps=0.01 or theta=0.02; repeat for several")
-    p.add_argument("--batch-size", type=int, default=1000, metavar="TUPLES",
+    p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE, metavar="TUPLES",
                    help="capacity of a source's output buffer to one worker: a full buffer is sent at once (Flink's "
                         "network buffer, Storm 2's producer batch size)")
-    p.add_argument("--linger-ms", type=float, default=20.0, metavar="MS",
+    p.add_argument("--linger-ms", type=float, default=CLI_LINGER_MS, metavar="MS",
                    help="flush interval: every this many milliseconds a source sends every non-empty buffer, so no "
                         "tuple waits in a buffer longer (Flink's buffer timeout, Storm 2's flush interval); 0 sends "
                         "every buffer at once")
@@ -110,7 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "that channel waits for an ack; a full buffer without credit blocks its source "
                         "(backpressure; Storm's max spout pending is the sum over a source's channels)")
     p.add_argument("--net-delay-ms", type=float, default=0.0, metavar="MS",
-                   help="one-way network delay of tuples and of acks, in milliseconds")
+                   help="one-way network delay of tuples and of acks, in milliseconds (emulated on both engines)")
+    p.add_argument("--transit-ms", type=float, default=None, metavar="MS",
+                   help="simulator only: the Ray engine's own time to carry a buffer to its worker, and an ack "
+                        f"back, in milliseconds, added to each trip; default: {RAY_TRANSIT_MS:g} with --engine sim "
+                        "(the median Ray takes on a 2-core machine), so the simulator predicts the actors; 0 models "
+                        "an ideal transport; refused with --engine ray, where the transit is real")
     p.add_argument("--capacity-schedule", default=None, metavar="AT:C1,C2,...;...",
                    help="capacity changes during the run: AT is a message count (6e6) or seconds (2.5s), then one "
                         "capacity per worker, e.g. '6e6:1,1,5,5;12e6:5,5,1,1'; default: capacities never change")
@@ -231,7 +236,9 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         params=parse_params(args.params), operator_params=parse_params(args.operator_params),
         batch_size=args.batch_size,
         linger_ms=args.linger_ms,
-        max_pending=args.max_pending, net_delay_ms=args.net_delay_ms, sample_interval_s=args.sample_interval,
+        max_pending=args.max_pending, net_delay_ms=args.net_delay_ms,
+        transit_ms=(RAY_TRANSIT_MS if args.engine == "sim" else 0.0) if args.transit_ms is None else args.transit_ms,
+        sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
         work=args.work, core_share=args.core_share, cgroup_quota=args.cgroup_quota,

@@ -42,6 +42,7 @@ def run_config(spec: object, initial_capacities: Sequence[float]) -> dict:
         "linger_ms": spec.linger_ms,
         "max_pending": spec.max_pending,
         "net_delay_ms": spec.net_delay_ms,
+        "transit_ms": spec.transit_ms,
         "operator": spec.operator,
         "initial_capacities": list(initial_capacities),
         "capacity_schedule": [c.describe() for c in spec.capacity_schedule],

@@ -170,7 +170,7 @@ class Simulation:
         self.kernel = Kernel()
         self.pool = WorkerPool(spec.capacity_list, spec.cost_ms, messages)
         self.active = spec.workers  # workers [0, active) take tuples; the pool holds the most ever active
-        self.delay_s = spec.net_delay_ms / 1e3
+        self.delay_s = (spec.net_delay_ms + spec.transit_ms) / 1e3  # each trip: the network, then Ray's own transit
         self.progress = progress
         self.controller, self.delegation = controller, delegation
         if make_grouping is None:

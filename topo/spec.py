@@ -1,6 +1,6 @@
 """The topology to run: one stream edge, sources -> workers, and how it is driven.
 
-Every engine (the simulator now, the Ray runtime later) takes a `TopologySpec`; the command line builds one.
+Both engines (the simulator and the Ray actors) take a `TopologySpec`; the command line builds one.
 Units: milliseconds for costs and delays, seconds for durations, tuples per second for rates.
 """
 
@@ -13,6 +13,15 @@ DEFAULT_STREAM = "zipf:z=1.2,keys=100000,messages=1000000,seed=7"
 
 class SpecError(ValueError):
     """A topology description that cannot run; the message is one line meant for the user."""
+
+
+# median time from a Ray source's send to the buffer's place in its worker's queue, beyond --net-delay-ms, on a
+# 2-core machine at `make run`'s rate (summary "ray.transit_ms"); the simulator's default transit on the CLI
+RAY_TRANSIT_MS = 2.7
+# the command line's output buffers: capacity in tuples and flush interval (ms); sized so that the Ray engine
+# carries Fig. 8's 17,600 tuples/s here with headroom, and a lightly loaded topology keeps p50 below 20 ms
+CLI_BATCH_SIZE = 1000
+CLI_LINGER_MS = 20.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,9 @@ class TopologySpec:
     linger_ms: float = 5.0  # a partly filled batch is sent at most this long after its first tuple
     max_pending: int = 16  # batches in flight per source before it waits for acks (backpressure)
     net_delay_ms: float = 0.0  # one-way network delay, source->worker and ack worker->source
+    # simulator: the Ray engine's own time to carry a buffer or an ack between processes, added to each trip
+    # (RAY_TRANSIT_MS is what Ray takes here; 0 = an ideal transport, as in the papers' models)
+    transit_ms: float = 0.0
     sample_interval_s: float | None = None  # time-series resolution; None = about 200 samples per run
     capacity_schedule: tuple = ()  # topo.schedule.Change items: capacity vectors from a message count or time on
     scale_schedule: tuple = ()  # topo.schedule.Change items: number of active workers from then on
@@ -75,8 +87,10 @@ class TopologySpec:
             raise SpecError(f"--batch-size must be at least 1 (got {self.batch_size})")
         if self.max_pending < 1:
             raise SpecError(f"--max-pending must be at least 1 (got {self.max_pending})")
-        if not (self.linger_ms >= 0) or not (self.net_delay_ms >= 0):
-            raise SpecError("--linger-ms and --net-delay-ms must be >= 0")
+        if not (self.linger_ms >= 0) or not (self.net_delay_ms >= 0) or not (self.transit_ms >= 0):
+            raise SpecError("--linger-ms, --net-delay-ms and --transit-ms must be >= 0")
+        if self.engine == "ray" and self.transit_ms:
+            raise SpecError("--transit-ms models Ray's own transit in the simulator; on --engine ray it is real")
         if not (self.migration_ms_per_key >= 0):
             raise SpecError(f"--migration-ms-per-key must be >= 0 (got {self.migration_ms_per_key})")
         if self.aggregate_every_s is not None and not (self.aggregate_every_s > 0):
