@@ -19,6 +19,7 @@ The model follows Flink's network stack (Storm 2's batching is the same idea):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -172,19 +173,19 @@ class SourceNode:
     def _tick_at_or_after(self, t: float) -> float:
         if not self.linger_s > 0:
             return t
-        k = max(1.0, np.ceil(t / self.linger_s - 1e-9))  # the first tick is one linger after the start
+        k = max(1, math.ceil(t / self.linger_s - 1e-9))  # the first tick is one linger after the start
         return float(k * self.linger_s)
 
     def _tick_after(self, now: float) -> float:
         if not self.linger_s > 0:
             return now
-        return float((np.floor(now / self.linger_s + 1e-9) + 1) * self.linger_s)
+        return float((math.floor(now / self.linger_s + 1e-9) + 1) * self.linger_s)
 
     def _last_tick(self, now: float) -> float:
         if not self.linger_s > 0:
             return now
-        k = np.floor(now / self.linger_s + 1e-9)
-        return float(k * self.linger_s) if k >= 1 else -np.inf
+        k = math.floor(now / self.linger_s + 1e-9)
+        return float(k * self.linger_s) if k >= 1 else -math.inf
 
     def on_ack(self, worker: int, fields: tuple[float, float, float, float, int], now: float) -> bool:
         """An ack from `worker` landed at `now`: its channel gets a credit back, and the piggybacked fields wait for
@@ -240,14 +241,24 @@ class SourceNode:
             self._parts[w].append(part)
             self._held[w] += len(part)
 
-    def _due(self, w: int, now: float, full_only: bool = False) -> bool:
+    def _due(self, w: int, now: float) -> bool:
+        return self._due_at(w, self._last_tick(now), False)
+
+    def _due_at(self, w: int, tick: float, full_only: bool) -> bool:
+        """Worker w's buffer goes out: it is full, or (unless `full_only`) its oldest tuple saw the flush `tick`."""
         if self._held[w] >= self.batch_size:
             return True
-        return not full_only and bool(self._oldest[w] <= self._last_tick(now) or self.exhausted)
+        return not full_only and bool(self._oldest[w] <= tick or self.exhausted)
 
     def _send_due(self, now: float, out: list[Buffer], full_only: bool = False) -> None:
-        for w in np.flatnonzero(self._held).tolist():
-            while self._held[w] and self.in_flight[w] < self.credits and self._due(w, now, full_only):
+        tick = self._last_tick(now)
+        # the channels with a buffer due and a credit, found at once (a step may look at hundreds of channels)
+        due = self._held >= self.batch_size
+        if not full_only:
+            due |= (self._oldest <= tick) | self.exhausted
+        due &= (self._held > 0) & (self.in_flight < self.credits)
+        for w in np.flatnonzero(due).tolist():
+            while self._held[w] and self.in_flight[w] < self.credits and self._due_at(w, tick, full_only):
                 out.append(self._take(w, now))
 
     def _take(self, w: int, now: float) -> Buffer:
