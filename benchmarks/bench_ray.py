@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from topo.dataset import load_stream
 from topo.ray_engine import run_ray
 from topo.ray_engine.protocol import WIRE
 from topo.sim import simulate
 from topo.spec import TopologySpec
-from topo.streams import load_stream
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 8  # calls outstanding per callee while measuring the ceiling

@@ -10,9 +10,9 @@ import argparse
 import sys
 import time
 
+from topo.dataset import load_stream
 from topo.sim import simulate
 from topo.spec import TopologySpec
-from topo.streams import load_stream
 
 DEFAULT_CASES = [(10_000_000, 100), (1_000_000, 10)]
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from topo.dataset import load_stream
 from topo.metrics import RunResult
 from topo.sim import simulate
 from topo.spec import TopologySpec
-from topo.streams import Stream, load_stream
+from topo.streams import Stream
 
 _STREAMS: dict[str, Stream] = {}
 

@@ -100,6 +100,11 @@ class Strategy:
     on_feedback: Callable[[State, AckReport], None] | None = None
 
 
+# every compiled strategy by name, as the catalogue (`registry`) declares them; a pickled grouping carries only its
+# strategy's name and finds the strategy here when it arrives
+STRATEGIES: dict[str, Strategy] = {}
+
+
 class Grouping:
     """A compiled stream partitioner for one source instance: `route` keys to workers, learn from `feedback`."""
 
@@ -152,8 +157,6 @@ class Grouping:
         return state
 
     def __setstate__(self, state: dict) -> None:
-        from .registry import STRATEGIES
-
         state["_strategy"] = STRATEGIES[state["_strategy"]]
         self.__dict__.update(state)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import kernels
 from . import state as slot
-from .grouping import Grouping, Strategy, check_workers
+from .grouping import STRATEGIES, Grouping, Strategy, check_workers
 from .params import COUNTERS, REFRESH, REPLICAS, THETA, Param, eps_param, resolve, shown_default
 from .selectors import capacity
 from .spacesaving import head_frequencies
@@ -293,7 +293,7 @@ _TABLE = (
     ),
 )
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in _TABLE}
+STRATEGIES.update({s.name: s for s in _TABLE})
 
 
 def _compiled_factory(strategy: Strategy) -> Factory:

@@ -46,7 +46,7 @@ def _whole(text: str) -> int:
 EPILOG = """\
 output: a directory of part-NNNNN.parquet files (columns seq int64, key string, optional ts float64 seconds,
 optional value) and _meta.json (generator, parameters, seed, messages, distinct keys, p1, top keys, arrivals,
-partitions); load it with topo.streams.load_stream(DIR) or run_topology.py --stream DIR. The same seed gives
+partitions); load it with topo.dataset.load_stream(DIR) or run_topology.py --stream DIR. The same seed gives
 the same stream for any --partitions and any --master.
 
 exit status: 0 done, 2 a usage or input error (one line on stderr, nothing written), 1 Spark could not start

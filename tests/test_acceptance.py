@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import groupings
+from topo.dataset import load_stream
 from topo.runner import prepare
 from topo.sim import simulate
 from topo.spec import TopologySpec
-from topo.streams import load_stream
 
 STREAM = "zipf:z=1.03,keys=100000,messages=1000000,seed=7"
 

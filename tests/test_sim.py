@@ -487,7 +487,7 @@ def test_a_million_messages_over_ten_workers():
 
 
 def test_registered_groupings_run_deterministically_on_a_loaded_stream():
-    from topo.streams import load_stream
+    from topo.dataset import load_stream
 
     data = load_stream("zipf:z=1.2,keys=500,messages=20000,seed=3")
     spec = TopologySpec(grouping="potc", workers=4, sources=3, cost_ms=0.05, rate=50_000.0, seed=11)

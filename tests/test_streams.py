@@ -13,15 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupings.hashing import hash_keys
+from topo.dataset import load_stream, write_dataset
 from topo.streams import (
     BLOCK,
     Stream,
     StreamError,
     key_names,
-    load_stream,
     parse_stream_spec,
     sample_key_ids,
-    write_dataset,
 )
 from topo.streamspec import epoch_offsets
 from topo.zipf import zipf_pmf

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from topo.streams import load_stream
+from topo.dataset import load_stream
 from topo.streamspec import block_uniforms, epoch_offsets, sample_key_ids
 from topo.zipf import zipf_cdf, zipf_p1, zipf_pmf, zipf_rank_index
 

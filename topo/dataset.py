@@ -2,7 +2,8 @@
 
 Columns: `seq` (int64, global order), `key` (string), `ts` (float64 seconds, optional), `value` (optional).
 Writing is atomic (a temporary directory beside the target, then a rename); reading checks every part and
-turns each problem into a one-line `StreamError` that names the file.
+turns each problem into a one-line `StreamError` that names the file. `load_stream` opens a stream by name: an
+inline spec (`zipf:...`, `drift:...`) or a dataset directory.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from topo.streams import Stream, key_stats, load_stream, spec_meta
+from topo.streams import Stream, key_stats, spec_meta, stream_from_spec
 from topo.streamspec import StreamError, StreamSpec, is_inline_spec, key_names, parse_stream_spec
 
 META_FILE = "_meta.json"
@@ -297,3 +298,27 @@ def read_dataset(path: str | os.PathLike) -> Stream:
         key_id = key_id[order]
     meta["source"] = str(root)
     return Stream(key_id, key_table, meta=meta, ts=column("ts"), values=column("value"))
+
+
+# ---------------------------------------------------------------- opening a stream by name
+
+
+def _inline(spec: str | os.PathLike) -> bool:
+    text = os.fspath(spec)
+    return not isinstance(spec, os.PathLike) and is_inline_spec(text) and not Path(text).exists()
+
+
+def find_stream(spec: str | os.PathLike) -> None:
+    """Raise StreamError if `spec` names no stream (an inline spec that does not parse, no dataset directory);
+    reads no data, so a caller can check the name before it starts anything costly."""
+    if _inline(spec):
+        parse_stream_spec(os.fspath(spec))
+    else:
+        find_dataset(spec)
+
+
+def load_stream(spec: str | os.PathLike) -> Stream:
+    """The stream named by an inline spec (`zipf:...`, `drift:...`) or a dataset directory."""
+    if _inline(spec):
+        return stream_from_spec(parse_stream_spec(os.fspath(spec)))
+    return read_dataset(os.fspath(spec))

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import groupings
 import operators
+from topo.dataset import find_stream, load_stream
 from topo.metrics import RunResult, write_outputs
 from topo.spec import SpecError, TopologySpec
-from topo.streams import Stream, StreamError, find_stream, load_stream
+from topo.streams import Stream, StreamError
 
 SPEC_FILE = "spec.json"
 

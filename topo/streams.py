@@ -1,14 +1,11 @@
 """The stream the engines consume: per-message key hashes and dense key ids, built from a spec or a dataset.
 
-`load_stream(spec)` takes an inline spec (see `topo.streamspec`) or a dataset directory (see `topo.dataset`)
-and returns a `Stream`. Key ids are dense indices into `key_table`, which is sorted (by code point), so
-the same messages give the same arrays whichever way they were built.
+`stream_from_spec` samples an inline spec (see `topo.streamspec`); `topo.dataset` reads a dataset directory and
+opens either by name (`topo.dataset.load_stream`). Key ids are dense indices into `key_table`, which is sorted (by
+code point), so the same messages give the same arrays whichever way they were built.
 """
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import numpy as np
 
@@ -144,38 +141,3 @@ def spec_meta(spec: StreamSpec) -> dict:
         # share of rank 1 (within each epoch, for drift)
         "p1_exact": zipf_p1(spec.params["z"], spec.params["keys"]),
     }
-
-
-def _inline(spec: str | os.PathLike) -> bool:
-    text = os.fspath(spec)
-    return not isinstance(spec, os.PathLike) and is_inline_spec(text) and not Path(text).exists()
-
-
-def find_stream(spec: str | os.PathLike) -> None:
-    """Raise StreamError if `spec` names no stream (an inline spec that does not parse, no dataset directory);
-    reads no data, so a caller can check the name before it starts anything costly."""
-    if _inline(spec):
-        parse_stream_spec(os.fspath(spec))
-    else:
-        from topo.dataset import find_dataset
-
-        find_dataset(spec)
-
-
-def load_stream(spec: str | os.PathLike) -> Stream:
-    """The stream named by an inline spec (`zipf:...`, `drift:...`) or a dataset directory."""
-    if _inline(spec):
-        return stream_from_spec(parse_stream_spec(os.fspath(spec)))
-    # imported here because the dataset module builds on Stream
-    from topo.dataset import read_dataset
-
-    return read_dataset(os.fspath(spec))
-
-
-def __getattr__(name: str):
-    """Lazy re-export of the dataset functions (the dataset module imports this one)."""
-    if name in ("write_dataset", "read_dataset"):
-        from topo import dataset
-
-        return getattr(dataset, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
