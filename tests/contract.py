@@ -1,4 +1,4 @@
-"""The run summary's contract from DESIGN.md, pinned once for every test that checks it."""
+"""The run summary's contract from docs/design.md, pinned once for every test that checks it."""
 
 SUMMARY_KEYS = [
     "grouping",

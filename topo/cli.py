@@ -59,7 +59,7 @@ def groupings_epilog() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The option set of DESIGN.md, each documented with its unit and default."""
+    """The option set of docs/design.md, each documented with its unit and default."""
     import groupings
 
     p = _Parser(

@@ -1,7 +1,7 @@
 """Run outputs computed after the fact from what happened to each tuple: the run summary and the time series.
 
 Engine-agnostic: any engine that logs, per tuple, its source, worker, arrival at the source, entry into the
-worker's queue, start and finish of service, gets the same summary (the contract in DESIGN.md), per-worker
+worker's queue, start and finish of service, gets the same summary (the contract in docs/design.md), per-worker
 time series and latency table. A worker is one FIFO server, so its starts and finishes are both ordered.
 """
 
@@ -171,7 +171,7 @@ def summarize(
     extra: Mapping[str, object] | None = None,
     worker_timelines: Sequence[WorkerTimeline] | None = None,
 ) -> dict:
-    """The run summary of DESIGN.md (its keys first, unchanged), followed by the extras."""
+    """The run summary of docs/design.md (its keys first, unchanged), followed by the extras."""
     n = len(capacities)
     lines = list(worker_timelines) if worker_timelines is not None else timelines(log, n)
     if len(distinct_keys) != n:
