@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
 from spark.analyze import PERCENTS, WINDOWS_PER_RUN, nice_window  # noqa: E402
+from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE  # noqa: E402
 
 QS = [p / 100 for p in PERCENTS]
 
@@ -48,7 +49,7 @@ def synthesize(directory: Path, rows: int, workers: int, seed: int = 7) -> None:
     pq.write_table(pa.table({
         "seq": pa.array(np.arange(rows), pa.int64()), "source": pa.array(np.arange(rows) % 2, pa.int32()),
         "worker": pa.array(worker), "arrival_s": pa.array(arrival), "finish_s": pa.array(finish),
-        "latency_ms": pa.array(latency_ms)}), directory / "latency.parquet")
+        "latency_ms": pa.array(latency_ms)}), directory / LATENCY_FILE)
     t0, t1 = float(arrival.min()), float(finish.max())
     samples = t0 + (t1 - t0) / 200 * np.arange(1, 201)
     pq.write_table(pa.table({
@@ -56,7 +57,7 @@ def synthesize(directory: Path, rows: int, workers: int, seed: int = 7) -> None:
                                                                                   200)),
         "queue_len": pa.array(rng.integers(0, 100, 200 * workers)), "utilization": pa.array(rng.uniform(0, 1, 200 *
                                                                                                        workers)),
-        "processed": pa.array(np.zeros(200 * workers, np.int64))}), directory / "timeseries.parquet")
+        "processed": pa.array(np.zeros(200 * workers, np.int64))}), directory / TIMESERIES_FILE)
     tuples = np.bincount(worker, minlength=workers)
     p50, p95, p99 = np.percentile(latency_ms, [50, 95, 99])
     relative = tuples / capacities
@@ -70,7 +71,7 @@ def synthesize(directory: Path, rows: int, workers: int, seed: int = 7) -> None:
                         "busy_fraction": 0.0} for w in range(workers)],
         "exact": True,
     }
-    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def time_spark(run_dir: Path, master: str | None) -> tuple[float, dict, float, float]:
@@ -105,7 +106,7 @@ def time_pandas(run_dir: Path) -> tuple[float, float]:
     import pandas as pd
 
     clock = time.perf_counter()
-    df = pq.read_table(run_dir / "latency.parquet", columns=["worker", "arrival_s", "finish_s", "latency_ms"]
+    df = pq.read_table(run_dir / LATENCY_FILE, columns=["worker", "arrival_s", "finish_s", "latency_ms"]
                        ).to_pandas()
     overall = np.percentile(df["latency_ms"].to_numpy(), PERCENTS)
     df.groupby("worker")["latency_ms"].quantile(QS)
@@ -125,7 +126,7 @@ def time_duckdb(run_dir: Path) -> tuple[float, float]:
 
     clock = time.perf_counter()
     con = duckdb.connect()
-    path = str(run_dir / "latency.parquet").replace("'", "''")
+    path = str(run_dir / LATENCY_FILE).replace("'", "''")
     con.execute(f"CREATE TEMP VIEW lat AS SELECT worker, arrival_s, finish_s, latency_ms FROM read_parquet('{path}')")
     qs = ", ".join(str(q) for q in QS)
     overall = con.execute(f"SELECT quantile_cont(latency_ms, [{qs}]) FROM lat").fetchone()[0]
@@ -162,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run_dir = args.run_dir
     try:
-        rows = pq.ParquetFile(run_dir / "latency.parquet").metadata.num_rows
-        p99_summary = json.loads((run_dir / "summary.json").read_text())["latency_ms"]["p99"]
+        rows = pq.ParquetFile(run_dir / LATENCY_FILE).metadata.num_rows
+        p99_summary = json.loads((run_dir / SUMMARY_FILE).read_text())["latency_ms"]["p99"]
         spark_s, steps, p99_spark, warm_s = time_spark(run_dir, args.master)
         pandas_s, p99_pandas = time_pandas(run_dir)
         duck_s, p99_duck = time_duckdb(run_dir)

@@ -16,15 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-SUMMARY_FILE = "summary.json"
-LATENCY_FILE = "latency.parquet"
-TIMESERIES_FILE = "timeseries.parquet"
+from topo.rundir import LATENCY_COLUMNS, LATENCY_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
 
-# column -> kind; the latency log and time series as topo.metrics writes them
-LATENCY_COLUMNS = {"seq": "int", "source": "int", "worker": "int", "arrival_s": "float", "finish_s": "float",
-                   "latency_ms": "float"}
-TIMESERIES_COLUMNS = {"t_s": "float", "worker": "int", "queue_len": "int", "utilization": "float"}
 UNREAD = {"seq", "source"}  # the analysis never reads these: their type is checked, their values are not
+# the summary keys the analysis reads (a subset of topo.rundir.SUMMARY_KEYS)
 SUMMARY_KEYS = ("grouping", "engine", "workers", "tuples_processed", "latency_ms", "imbalance", "replication",
                 "per_worker", "exact")
 

@@ -7,12 +7,10 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from contract import SUMMARY_KEYS
+from contract import LATENCY_KEYS, SUMMARY_KEYS, WORKER_KEYS
 
+from topo import rundir
 from topo.metrics import (
-    LATENCY_FILE,
-    SUMMARY_FILE,
-    TIMESERIES_FILE,
     RunResult,
     TupleLog,
     WorkerTimeline,
@@ -23,6 +21,7 @@ from topo.metrics import (
     timeseries,
     write_outputs,
 )
+from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 CONTRACT = SUMMARY_KEYS
 
@@ -173,3 +172,14 @@ def test_write_outputs(tmp_path):
     assert pq.read_table(tmp_path / TIMESERIES_FILE).equals(result.timeseries)
     lat = pq.read_table(tmp_path / LATENCY_FILE).to_pydict()
     assert lat["seq"] == list(range(6)) and lat["latency_ms"][3] == pytest.approx(2500.0)
+    # the tables hold exactly the columns the run-directory module declares, of the kinds it declares
+    kinds = {"int": "int", "double": "float"}
+    for name, columns in ((LATENCY_FILE, rundir.LATENCY_COLUMNS), (TIMESERIES_FILE, rundir.TIMESERIES_COLUMNS)):
+        schema = pq.read_schema(tmp_path / name)
+        assert schema.names == list(columns)
+        assert [kinds[str(t).rstrip("0123456789")] for t in schema.types] == list(columns.values())
+
+
+def test_the_run_directory_module_declares_the_pinned_contract():
+    assert list(rundir.SUMMARY_KEYS) == SUMMARY_KEYS
+    assert set(rundir.LATENCY_KEYS) == LATENCY_KEYS and set(rundir.WORKER_KEYS) == WORKER_KEYS

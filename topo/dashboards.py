@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topo.metric_names import LATENCY_BUCKETS_MS, METRICS
+from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 DEFAULT_METRICS_PORT = 8080  # `ray start --metrics-export-port=8080`; clusters/prometheus.yml scrapes it
 PROMETHEUS_URL = "http://localhost:9090"  # where the provisioned datasource points
@@ -272,13 +273,13 @@ def load_run(path: Path) -> _Run:
     import pandas as pd
 
     path = Path(path)
-    missing = [f for f in ("summary.json", "latency.parquet", "timeseries.parquet") if not (path / f).is_file()]
+    missing = [f for f in (SUMMARY_FILE, LATENCY_FILE, TIMESERIES_FILE) if not (path / f).is_file()]
     if missing:
         raise RunDirError(f"{path}: not a run directory (missing {', '.join(missing)})")
     try:
-        summary = json.loads((path / "summary.json").read_text())
-        latency = pd.read_parquet(path / "latency.parquet", columns=["worker", "finish_s", "arrival_s", "latency_ms"])
-        timeseries = pd.read_parquet(path / "timeseries.parquet")
+        summary = json.loads((path / SUMMARY_FILE).read_text())
+        latency = pd.read_parquet(path / LATENCY_FILE, columns=["worker", "finish_s", "arrival_s", "latency_ms"])
+        timeseries = pd.read_parquet(path / TIMESERIES_FILE)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user-facing problem
         raise RunDirError(f"{path}: cannot read run logs ({type(exc).__name__}: {exc})") from None
     return _Run(path.resolve().name, str(summary.get("grouping", "?")), summary, latency, timeseries)

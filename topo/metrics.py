@@ -17,10 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
+
 DEFAULT_SAMPLES = 200
-SUMMARY_FILE = "summary.json"
-TIMESERIES_FILE = "timeseries.parquet"
-LATENCY_FILE = "latency.parquet"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""Run directories: written whole or not at all.
+"""The run directory: what it holds (file names, columns, summary keys) and how it is written (whole or not at all).
 
-A run writes into a hidden temporary directory beside its destination and renames it into place at the end,
-so a crash, a bad input or Ctrl-C never leaves a half-written run for the analytics to pick up.
+Every writer (the engines' outputs, the command line) and every reader (the dashboards, the Spark analysis, the
+tests) takes the names from here. A run writes into a hidden temporary directory beside its destination and
+renames it into place at the end, so a crash, a bad input or Ctrl-C never leaves a half-written run for the
+analytics to pick up.
 """
 
 from __future__ import annotations
@@ -16,6 +18,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from topo.spec import SpecError
+
+SUMMARY_FILE = "summary.json"  # the run summary (docs/design.md)
+SPEC_FILE = "spec.json"  # every option of the run, so that it can be repeated
+LATENCY_FILE = "latency.parquet"  # one row per processed tuple
+TIMESERIES_FILE = "timeseries.parquet"  # one row per (sample, worker)
+
+# column -> kind ("int" or "float") of each table, as the engines write them
+LATENCY_COLUMNS = {"seq": "int", "source": "int", "worker": "int", "arrival_s": "float", "finish_s": "float",
+                   "latency_ms": "float"}
+TIMESERIES_COLUMNS = {"t_s": "float", "worker": "int", "queue_len": "int", "utilization": "float",
+                      "processed": "int"}
+
+# the summary keys whose meaning stays, in their order; then the keys of latency_ms and of each per_worker row
+SUMMARY_KEYS = ("grouping", "engine", "workers", "sources", "tuples_in", "tuples_processed", "duration_s",
+                "throughput_tps", "latency_ms", "imbalance", "replication", "per_worker", "exact")
+LATENCY_KEYS = ("mean", "p50", "p95", "p99", "max")
+WORKER_KEYS = ("id", "capacity", "tuples", "distinct_keys", "busy_fraction")
 
 
 def default_run_dir(grouping: str, engine: str, root: str | Path = "runs") -> Path:

@@ -16,10 +16,9 @@ import groupings
 import operators
 from topo.dataset import find_stream, load_stream
 from topo.metrics import RunResult, write_outputs
+from topo.rundir import SPEC_FILE
 from topo.spec import SpecError, TopologySpec
 from topo.streams import Stream, StreamError
-
-SPEC_FILE = "spec.json"
 
 
 @dataclass
