@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from topo import dashboards as dash
+from topo import grafana
 from topo.metric_names import HISTOGRAM, METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,21 +39,21 @@ def _run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 
 def test_committed_files_equal_a_fresh_generation():
-    files = dash.generated_files()
+    files = grafana.generated_files()
     assert set(files) == {"dashboards/topo-overview.json", "dashboards/topo-latency.json",
                           "provisioning/datasources/prometheus.yml", "provisioning/dashboards/dashboards.yml"}
     for rel, text in files.items():
         assert (GRAFANA_DIR / rel).read_text() == text, f"{rel} is stale: run scripts/dashboards.py"
-    assert dash.stale_files(GRAFANA_DIR) == []
+    assert grafana.stale_files(GRAFANA_DIR) == []
 
 
 def test_generation_is_deterministic():
-    assert dash.generated_files() == dash.generated_files()
+    assert grafana.generated_files() == grafana.generated_files()
 
 
 def test_dashboard_json_is_valid_and_every_panel_queries():
     uids = set()
-    for rel, text in dash.generated_files().items():
+    for rel, text in grafana.generated_files().items():
         if not rel.endswith(".json"):
             continue
         model = json.loads(text)
@@ -83,10 +84,10 @@ def test_every_query_uses_only_contract_metrics_and_the_run_selector():
     wanted = {"topo_latency_ms", "topo_tuples_processed", "topo_queue_length", "topo_utilization",
               "topo_virtual_workers", "topo_signals", "topo_migrations", "topo_migrated_keys"}
     used = set()
-    for spec in dash.DASHBOARDS:
-        for t in _targets(dash.dashboard_json(spec)):
+    for spec in grafana.DASHBOARDS:
+        for t in _targets(grafana.dashboard_json(spec)):
             expr = t["expr"]
-            names = dash.metric_names_in(expr)
+            names = grafana.metric_names_in(expr)
             assert names and names <= allowed, expr
             used |= names
             # every selector filters on the run variable; no bare metric outside a selector
@@ -98,42 +99,42 @@ def test_every_query_uses_only_contract_metrics_and_the_run_selector():
 
 
 def test_latency_quantiles_and_overlay_labels():
-    quantiles = [q for q in dash.LATENCY.panels[0].queries]
+    quantiles = [q for q in grafana.LATENCY.panels[0].queries]
     assert [q.expr.split(",")[0] for q in quantiles] == [f"histogram_quantile({q}" for q in (0.5, 0.95, 0.99)]
     for q in quantiles:
         assert "sum by (le, grouping, run)" in q.expr and "rate(ray_topo_latency_ms_bucket" in q.expr
         assert "{{run}}" in q.legend and "{{grouping}}" in q.legend
-    spread = next(p for p in dash.PANELS if p.key == "utilization_spread").queries[0].expr
+    spread = next(p for p in grafana.PANELS if p.key == "utilization_spread").queries[0].expr
     assert spread.startswith("max by (run, grouping)") and " - min by (run, grouping)" in spread
 
 
 def test_all_queries_are_concrete():
-    queries = dash.all_queries("cg-ray-1|lag-ray-2")
-    assert len(queries) == sum(len(p.queries) for p in dash.PANELS)
+    queries = grafana.all_queries("cg-ray-1|lag-ray-2")
+    assert len(queries) == sum(len(p.queries) for p in grafana.PANELS)
     for q in queries:
         assert "$" not in q, q
         assert 'run=~"cg-ray-1|lag-ray-2"' in q
     assert any("[30s]" in q for q in queries)
-    assert all("[1m]" in q for q in dash.all_queries(".*", rate_interval="1m") if "rate(" in q or "increase(" in q)
+    assert all("[1m]" in q for q in grafana.all_queries(".*", rate_interval="1m") if "rate(" in q or "increase(" in q)
 
 
 def test_provisioning_yaml_parses():
     yaml = pytest.importorskip("yaml")
     ds = yaml.safe_load((GRAFANA_DIR / "provisioning/datasources/prometheus.yml").read_text())
     (source,) = ds["datasources"]
-    assert source["type"] == "prometheus" and source["uid"] == dash.DATASOURCE_UID and source["url"]
+    assert source["type"] == "prometheus" and source["uid"] == grafana.DATASOURCE_UID and source["url"]
     prov = yaml.safe_load((GRAFANA_DIR / "provisioning/dashboards/dashboards.yml").read_text())
-    assert prov["providers"][0]["options"]["path"] == dash.DASHBOARD_PATH
+    assert prov["providers"][0]["options"]["path"] == grafana.DASHBOARD_PATH
     prom = yaml.safe_load((ROOT / "clusters/prometheus.yml").read_text())
     jobs = {j["job_name"]: j for j in prom["scrape_configs"]}
-    assert jobs["topo-local"]["static_configs"][0]["targets"] == [f"127.0.0.1:{dash.DEFAULT_METRICS_PORT}"]
+    assert jobs["topo-local"]["static_configs"][0]["targets"] == [f"127.0.0.1:{grafana.DEFAULT_METRICS_PORT}"]
     assert jobs["ray"]["file_sd_configs"][0]["files"] == ["/tmp/ray/prom_metrics_service_discovery.json"]
 
 
 def test_cli_writes_and_checks(tmp_path):
     out = tmp_path / "grafana"
     assert dash.main(["--out", str(out)]) == 0
-    assert dash.stale_files(out) == []
+    assert grafana.stale_files(out) == []
     assert dash.main(["--check", "--out", str(out)]) == 0
     (out / "dashboards/topo-latency.json").write_text("{}\n")
     assert dash.main(["--check", "--out", str(out)]) == 1
@@ -196,11 +197,11 @@ def test_push_uploads_with_token(monkeypatch, capsys):
     finally:
         server.shutdown()
         server.server_close()
-    assert [r[0] for r in _Recorder.requests] == ["/api/dashboards/db"] * len(dash.DASHBOARDS)
+    assert [r[0] for r in _Recorder.requests] == ["/api/dashboards/db"] * len(grafana.DASHBOARDS)
     for _, headers, body in _Recorder.requests:
         assert {k.lower(): v for k, v in headers.items()}["authorization"] == "Bearer secret-token"
         assert body["overwrite"] is True and body["dashboard"]["panels"]
-    assert {b["dashboard"]["uid"] for _, _, b in _Recorder.requests} == {d.uid for d in dash.DASHBOARDS}
+    assert {b["dashboard"]["uid"] for _, _, b in _Recorder.requests} == {d.uid for d in grafana.DASHBOARDS}
     assert "uploaded /d/topo-overview/x" in capsys.readouterr().out
 
 
@@ -243,7 +244,7 @@ def test_render_writes_one_png_per_panel(run_dir, tmp_path):
     out = tmp_path / "png"
     assert dash.main(["--render", str(run_dir), str(run_dir), "--out", str(out)]) == 0
     pngs = sorted(p.name for p in out.iterdir())
-    assert pngs == sorted(f"{p.key}.png" for p in dash.PANELS)
+    assert pngs == sorted(f"{p.key}.png" for p in grafana.PANELS)
     for name in pngs:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert dash.main(["--render", str(run_dir), "--out", str(out)]) == 0  # replaces its own PNGs

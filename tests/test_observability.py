@@ -9,7 +9,6 @@ every dashboard query (`topo.dashboards.all_queries`, when that module exists) m
 from __future__ import annotations
 
 import bisect
-import importlib.util
 import json
 import shutil
 import socket
@@ -173,12 +172,8 @@ def test_latency_percentiles_agree_with_the_summary(prometheus, run):
 
 
 def test_dashboard_queries_have_data(prometheus, run):
-    if importlib.util.find_spec("topo.dashboards") is None:
-        pytest.skip("topo/dashboards.py does not exist yet")
-    from topo import dashboards
+    from topo import grafana
 
-    if not hasattr(dashboards, "all_queries"):
-        pytest.skip("topo.dashboards has no all_queries(run)")
     _, start, end = run
-    empty = [q for q in dashboards.all_queries(RUN) if not prometheus.query_range(q, start, end)]
+    empty = [q for q in grafana.all_queries(RUN) if not prometheus.query_range(q, start, end)]
     assert not empty, f"dashboard queries without data: {empty}"
