@@ -50,6 +50,14 @@ def check_workers(workers: Any) -> int:
     return int(workers)
 
 
+def per_worker(values: np.ndarray, workers: int, fill: Any) -> np.ndarray:
+    """A per-worker array for `workers` workers: cut, or padded with `fill` (workers join or leave at the top index)."""
+    out = np.full(workers, fill, dtype=values.dtype)
+    keep = min(workers, values.size)
+    out[:keep] = values[:keep]
+    return out
+
+
 def as_key_hashes(keys: Any) -> np.ndarray:
     """Keys as a contiguous one-dimensional uint64 array; signed integers reinterpret bit for bit."""
     keys = np.asarray(keys)

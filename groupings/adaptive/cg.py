@@ -43,7 +43,7 @@ import numpy as np
 from .. import registry
 from ..delegation import DEFAULT_BUSY, DEFAULT_IDLE, DEFAULT_T0, MEASURES, WorkerDelegation
 from ..feedback import AckReport
-from ..grouping import check_report, check_workers
+from ..grouping import check_report, check_workers, per_worker
 from ..params import Number, Param, at_least_one, eps_param, fraction, positive
 
 
@@ -220,7 +220,7 @@ class ConsistentGrouping:
         self._idle = deque(w for w in self._idle if w < workers)
         self._busy = deque(w for w in self._busy if w < workers)
         self._last_busy = (self._last_busy + [-1] * workers)[:workers]
-        self._sent = np.concatenate([self._sent, np.zeros(max(0, workers - old), np.int64)])[:workers]
+        self._sent = per_worker(self._sent, workers, 0)
         self.workers = workers
         if workers < old:
             self._leave(workers)

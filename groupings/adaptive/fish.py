@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import registry
 from ..feedback import AckReport
-from ..grouping import as_key_hashes
+from ..grouping import as_key_hashes, check_workers, per_worker
 from ..params import REPLICAS, Param, at_least_one, fraction, positive, resolve
 from ..ring import build_ring, ring_directory
 from .fish_epochs import EPOCH_LEN, EPOCHS, REPLACED, SEEN, TOP, TOTAL, USED, EpochCounters, new_counters, snapshot
@@ -203,19 +203,10 @@ class Fish:
 
     def resize(self, workers: int) -> None:
         """Workers join or leave at the top index: their ring points come or go, so only ring neighbours move."""
-        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-            raise ValueError(f"workers must be a positive integer (got {workers!r})")
-        workers = int(workers)
+        workers = check_workers(workers)
         st = self._state
-        keep = min(workers, self.workers)
-
-        def sized(values: np.ndarray, fill: Any) -> np.ndarray:
-            out = np.full(workers, fill, dtype=values.dtype)
-            out[:keep] = values[:keep]
-            return out
-
-        backlog, sent = sized(st.backlog, 0.0), sized(st.sent, 0.0)
-        self._measured, self._heard = sized(self._measured, 1.0), sized(self._heard, False)
+        backlog, sent = per_worker(st.backlog, workers, 0.0), per_worker(st.sent, workers, 0.0)
+        self._measured, self._heard = per_worker(self._measured, workers, 1.0), per_worker(self._heard, workers, False)
         self.workers = workers
         self._state = self._build(st.counters, backlog, sent, st.flags, st.clock)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import registry
 from ..feedback import AckReport
-from ..grouping import as_key_hashes, check_now, check_report, check_workers
+from ..grouping import as_key_hashes, check_now, check_report, check_workers, per_worker
 from ..hashing import bucket, mix64
 from ..jit import hot
 from ..params import Param, at_least_one, positive
@@ -208,16 +208,10 @@ class LoadAwareShuffle:
         workers = check_workers(workers)
         if workers == self.workers:
             return
-        keep = min(workers, self.workers)
-        grow = workers - keep
-
-        def fit(a: np.ndarray, fill: Any) -> np.ndarray:
-            return np.concatenate([a[:keep], np.full(grow, fill, dtype=a.dtype)])
-
-        self._weights = fit(self._weights, MAX_WEIGHT if self._mode == STEP else 101)  # the weight of load 0
-        self._loads = fit(self._loads, 0.0)
-        self._heard = fit(self._heard, False)
-        self._sent = fit(self._sent, 0)
+        self._weights = per_worker(self._weights, workers, MAX_WEIGHT if self._mode == STEP else 101)  # load 0's
+        self._loads = per_worker(self._loads, workers, 0.0)
+        self._heard = per_worker(self._heard, workers, False)
+        self._sent = per_worker(self._sent, workers, 0)
         self.workers = workers
         self._rebuild()
 
