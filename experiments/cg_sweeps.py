@@ -16,43 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-import groupings
-from experiments.adaptive import WP_LIKE, fast_slow_topology, latency_over_time, offered_spread
-from experiments.common import markdown_table, pyplot, run, series, stream, write_csv
+from experiments.adaptive import fast_slow_topology, latency_over_time, offered_spread
+from experiments.common import markdown_table, pyplot, run, series, write_csv
 from experiments.registry import register
-from topo.model.inputs import source_seed
+from experiments.routing import imbalance, replication, route, wp_keys
 
-SEED = 7
 DIFFERENCE = (
     "Differences: a Zipf stream with the Wikipedia trace's p1 = 9.32% (z = 1.0224, 100k keys) stands in for WP "
     "(22M messages, 2.9M keys), so absolute memory differs; the direction is what carries over."
 )
-
-
-def imbalance(workers: np.ndarray, n: int) -> float:
-    """(max - mean) / mean of per-worker message counts."""
-    load = np.bincount(workers, minlength=n).astype(float)
-    return float(load.max() / load.mean() - 1.0)
-
-
-def replication(keys: np.ndarray, workers: np.ndarray, n: int) -> float:
-    """Distinct (key, worker) pairs per distinct key."""
-    uniq, code = np.unique(keys, return_inverse=True)
-    return float(np.unique(code.astype(np.int64) * n + workers).size / uniq.size)
-
-
-def route(grouping: str, keys: np.ndarray, workers: int, sources: int = 1, **params) -> np.ndarray:
-    """Worker of every message: message i enters source i mod `sources` (shuffle grouping to the sources), and
-    each source runs its own instance of `grouping`, seeded per source as the simulator does."""
-    out = np.empty(keys.size, dtype=np.int64)
-    for s in range(sources):
-        g = groupings.make(grouping, workers=workers, seed=source_seed(SEED, s), **params)
-        out[s::sources] = g.route(keys[s::sources])
-    return out
-
-
-def _keys(messages: int) -> np.ndarray:
-    return stream(WP_LIKE.format(m=messages)).key_hash
 
 
 # --- Fig. 5: eps ---------------------------------------------------------------------------------------------
@@ -69,7 +41,7 @@ EPS_QUICK = (0.001, 0.01, 0.1, 1.0)
 def eps_sweep(out: Path, quick: bool) -> dict:
     """Imbalance and memory of cg for each eps, with kg and sg as the two ends."""
     n = 10
-    keys = _keys(100_000 if quick else 2_000_000)
+    keys = wp_keys(100_000 if quick else 2_000_000)
     rows = []
     for eps in EPS_QUICK if quick else EPS_FULL:
         w = route("cg", keys, n, eps=eps, vw=10)
@@ -120,7 +92,7 @@ def eps_sweep(out: Path, quick: bool) -> dict:
 )
 def sources_sweep(out: Path, quick: bool) -> dict:
     """Imbalance and memory of cg for every (workers, sources) pair, with kg and sg per number of workers."""
-    keys = _keys(100_000 if quick else 2_000_000)
+    keys = wp_keys(100_000 if quick else 2_000_000)
     workers = (10, 50) if quick else (5, 10, 50, 100)
     sources = (1, 10, 100) if quick else (1, 10, 50, 100)
     rows = []

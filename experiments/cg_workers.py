@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.cg_sweeps import _keys, imbalance, replication, route
 from experiments.common import markdown_table, pyplot, words_stream, write_csv
 from experiments.registry import register
+from experiments.routing import imbalance, replication, route, wp_keys
 
 WORKERS = (5, 10, 50, 100)
 VW = 10  # virtual workers per worker, so bins = 10 n in Fig. 6
@@ -98,7 +98,7 @@ def _cell(rows: list[dict], trace: str, n: int, g: str, col: str) -> float:
 def workers_sweep(out: Path, quick: bool) -> dict:
     """Fig. 6 on the WP-like stream, Fig. 9 on the WP-like and the words streams."""
     messages = 100_000 if quick else 2_000_000
-    wp = _keys(messages)
+    wp = wp_keys(messages)
     words = words_stream(messages)
     fig6 = _sweep(wp, FIG6, VW, "wp")
     fig9 = _sweep(wp, FIG9, 1, "wp") + _sweep(words.key_hash, FIG9, 1, "words")

@@ -12,17 +12,13 @@ from experiments.partitioning import grow_steps, plot_b_and_m
 from experiments.registry import register
 from groupings import milp
 from groupings.adaptive import gedik_build as gb
+from topo.zipf import zipf_pmf
 
 # --- Gedik (000), Fig. 4: imbalance and migration against the Zipf exponent -----------------------------------------
 
 
 
-def _zipf(keys_count: int, z: float) -> np.ndarray:
-    pmf = np.arange(1, keys_count + 1, dtype=float) ** -z
-    return pmf / pmf.sum()
-
-
-def _grow(
+def grow_means(
     pmf: np.ndarray, keys: np.ndarray, top: int, kinds: tuple[int, int, int], *, sigma: float = 0.1
 ) -> dict[str, tuple[float, float]]:
     """Grow N from 1 to `top` one channel at a time, rebuilding at each step (the paper's protocol); per method
@@ -46,7 +42,7 @@ def skew(out: Path, quick: bool) -> dict:
     kinds = gb.parse_resources("LCL")
     rows = []
     for z in zs:
-        got = _grow(_zipf(keys_count, z), keys, top, kinds)
+        got = grow_means(zipf_pmf(z, keys_count), keys, top, kinds)
         row: dict = {"z": z}
         for name in GEDIK_METHODS:
             row[f"{name}_b"], row[f"{name}_m"] = got[name]

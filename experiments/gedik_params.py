@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.gedik_albic import GEDIK_METHODS, _grow, _zipf
+from experiments.gedik_albic import GEDIK_METHODS, grow_means
 from experiments.partitioning import grow_steps
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
+from topo.zipf import zipf_pmf
 
 RESOURCE_SETS = ("CCL", "LCL", "LLL", "LQL")  # beta_s beta_c beta_n, as in the paper's Table 1
 HASHES = ("uniform", "consistent")
@@ -31,7 +32,7 @@ def _yes(ok: bool) -> str:
 def resource_scores(keys_count: int, top: int, runs: int) -> dict[str, dict[str, dict[str, float]]]:
     """Per resource functions and method: b, m and b_s, b_c, b_n averaged over the growth steps N = 2..top, the
     same at N = top, each then averaged over `runs` key sets (the paper reports means of 5 runs)."""
-    pmf = _zipf(keys_count, 1.0)
+    pmf = zipf_pmf(1.0, keys_count)
     acc: dict[str, dict[str, dict[str, float]]] = {
         res: {name: {} for name in GEDIK_METHODS} for res in RESOURCE_SETS
     }
@@ -206,11 +207,11 @@ def resources(out: Path, quick: bool) -> dict:
 
 def sigma_scores(keys_count: int, top: int, sigmas: tuple[float, ...], sets: tuple[str, ...], seed: int = 5) -> dict:
     """Per resource functions and method: b and m (means over the growth steps) at each sigma, z = 1."""
-    pmf, keys = _zipf(keys_count, 1.0), _keys(keys_count, seed)
+    pmf, keys = zipf_pmf(1.0, keys_count), _keys(keys_count, seed)
     out: dict = {}
     for res in sets:
         kinds = gb.parse_resources(res)
-        per = [_grow(pmf, keys, top, kinds, sigma=s) for s in sigmas]
+        per = [grow_means(pmf, keys, top, kinds, sigma=s) for s in sigmas]
         out[res] = {name: {"b": [p[name][0] for p in per], "m": [p[name][1] for p in per]} for name in GEDIK_METHODS}
     return out
 

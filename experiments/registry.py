@@ -37,7 +37,7 @@ def register(name: str, paper: str, claim: str) -> Callable[[Callable[[Path, boo
 def _load_all() -> None:
     # every module of this package that is not infrastructure defines experiments
     for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name not in ("registry", "common"):
+        if info.name not in ("registry", "common", "routing"):
             importlib.import_module(f"experiments.{info.name}")
 
 
