@@ -8,6 +8,7 @@ period, and when `step` installs a new version the engine migrates the state of 
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -60,6 +61,13 @@ class Controller(ABC):
     def attach(self, grouping: object) -> None:
         """A source's grouping joins (it routes with this controller and may hold statistics for it)."""
         self.sources.append(grouping)
+
+    def replica(self) -> Controller:
+        """A copy of this controller to ship to the sources (`Replicated.adopt`), without the statistics it was
+        stepped with."""
+        out = copy.copy(self)
+        out.sources = []
+        return out
 
     @abstractmethod
     def step(self, report: WorkerReport) -> bool:

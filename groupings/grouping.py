@@ -1,6 +1,6 @@
 """The object engines hold, one per source: a strategy (kernel + parameters) and the state it routes with.
 
-Every grouping, compiled here or registered from its own module, honours one protocol (`Partitioner`); the
+Every grouping, compiled here or registered from its own module, honours one protocol (`contract.Partitioner`); the
 checks of its inputs are shared functions below, so all strategies refuse bad input the same way.
 """
 
@@ -9,36 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
 from .feedback import AckReport
 from .params import Param
 from .state import State
-
-
-@runtime_checkable
-class Partitioner(Protocol):
-    """What every grouping instance offers engines (one instance per source)."""
-
-    name: str
-    workers: int  # active workers now: route answers in [0, workers)
-    seed: int
-    params: dict
-
-    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
-        """Worker (int32) of each uint64 key hash, in order; the same as routing them one at a time at `now`."""
-
-    def feedback(self, report: AckReport) -> None:
-        """Take what the acks that reached this source carried."""
-
-    def resize(self, workers: int) -> None:
-        """The active workers become [0, workers): workers join or leave at the top index."""
-
-    def stats(self) -> dict:
-        """Small JSON-able facts about the routing so far."""
-
 
 # --- input checks shared by every strategy ----------------------------------------------------------------------
 

@@ -86,3 +86,23 @@ def test_stats_are_a_json_able_dict(name, keys):
     g = groupings.make(name, 4, seed=0)
     g.route(keys[:500], now=0.0)
     assert isinstance(json.loads(json.dumps(g.stats())), dict)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_strategy_with_a_controller_can_route_with_a_replica(name, keys):
+    # every grouping is a Partitioner; one with a shared controller is Replicated, so that an engine keeping the
+    # controller in another process needs nothing strategy-specific
+    g = groupings.make(name, 4, seed=1)
+    assert isinstance(g, groupings.Partitioner)
+    if groupings.describe(name)["controller"]:
+        assert isinstance(g, groupings.Replicated)
+        g.route(keys, 0.0)
+        master = groupings.make_controller(name, 4, seed=1)
+        master.sources = [g.snapshot()]
+        master.step(groupings.WorkerReport(tuples=np.full(4, 100), busy_s=np.full(4, 0.5), queue_len=np.zeros(4),
+                                           active=np.ones(4, bool), period_s=1.0, now=1.0))
+        adopted = g.adopt(master.replica())
+        assert g.controller is adopted and adopted.sources == [g] and adopted.version == master.version
+        assert np.array_equal(g.route(keys, 1.0), master.lookup(keys))
+    else:
+        assert not isinstance(g, groupings.Replicated)

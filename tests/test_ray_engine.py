@@ -14,7 +14,6 @@ from topo.metrics import RunResult
 from topo.model import WindowMeter
 from topo.ray_engine import run_ray
 from topo.ray_engine.aggregator import Aggregator
-from topo.ray_engine.controller import SourceStatistics, install_replica, replica
 from topo.ray_engine.driver import check_supported, parse_chaos
 from topo.ray_engine.protocol import Flush, batch_log, concat_logs
 from topo.schedule import Change
@@ -112,9 +111,10 @@ def test_controller_replica_round_trip():
         master = groupings.make_controller(name, 3, seed=0)
         source_side = groupings.make(name, workers=3, seed=1, controller=groupings.make_controller(name, 3, seed=0))
         source_side.route(np.arange(1, 5000, dtype=np.uint64) * np.uint64(2654435761), 0.0)
-        snap = pickle.loads(pickle.dumps(SourceStatistics.of(source_side, np.empty(0, np.uint64))))
+        assert isinstance(source_side, groupings.Replicated)
+        snap = pickle.loads(pickle.dumps(source_side.snapshot()))
         master.sources = [snap]
-        new = install_replica(source_side, pickle.loads(pickle.dumps(replica(master))))
+        new = source_side.adopt(pickle.loads(pickle.dumps(master.replica())))
         assert source_side.controller is new and new.sources == [source_side]
         assert master.sources == [snap]  # the copy shipped never carries the statistics
 

@@ -29,8 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 import groupings
-from groupings.control import Controller
-from groupings.feedback import AckReport
+from groupings.contract import Controller, Partitioner
 from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
 from topo.extras import batch_table, run_extras
 from topo.headroom import attach
@@ -52,18 +51,6 @@ from topo.schedule import MESSAGES, Change
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
-
-
-class Grouping(Protocol):
-    """What the simulator needs from a grouping (one instance per source)."""
-
-    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray: ...
-
-    def feedback(self, report: AckReport) -> None: ...
-
-    def resize(self, workers: int) -> None: ...
-
-    def stats(self) -> dict: ...
 
 
 class StreamLike(Protocol):
@@ -109,7 +96,7 @@ class SimSource:
         return self.node.index
 
     @property
-    def grouping(self) -> Grouping:
+    def grouping(self) -> Partitioner:
         """The source's grouping."""
         return self.node.grouping
 
@@ -156,7 +143,7 @@ class Simulation:
         self,
         spec: TopologySpec,
         stream: StreamLike,
-        make_grouping: Callable[[int], Grouping] | None = None,
+        make_grouping: Callable[[int], Partitioner] | None = None,
         capacity_schedule: Sequence[tuple[float, Sequence[float]]] = (),
         progress: Callable[[int], None] | None = None,
         controller: Controller | None = None,
@@ -394,7 +381,7 @@ def simulate(
     spec: TopologySpec,
     stream: StreamLike,
     *,
-    make_grouping: Callable[[int], Grouping] | None = None,
+    make_grouping: Callable[[int], Partitioner] | None = None,
     capacity_schedule: Sequence[tuple[float, Sequence[float]]] = (),
     progress: Callable[[int], None] | None = None,
     controller: Controller | None = None,
@@ -410,8 +397,8 @@ def simulate(
     return Simulation(spec, stream, make_grouping, capacity_schedule, progress, controller, delegation).run()
 
 
-def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> Callable[[int], Grouping]:
-    def make(source: int) -> Grouping:
+def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> Callable[[int], Partitioner]:
+    def make(source: int) -> Partitioner:
         seed = source_seed(spec.seed, source)
         return groupings.make(spec.grouping, workers=spec.workers, seed=seed, controller=controller, **spec.params)
 

@@ -220,6 +220,20 @@ class AlbicController(Controller):
         }
 
 
+class AlbicSnapshot:
+    """A source's statistics as the controller reads them: tuples per key group since the last snapshot, and its
+    distinct-key sketch per key group."""
+
+    def __init__(self, counts: np.ndarray, sketch: np.ndarray) -> None:
+        self.counts = counts
+        self.sketch = sketch
+
+    def take_counts(self) -> np.ndarray:
+        """The counts of the snapshot, once (as the grouping's `take_counts`)."""
+        counts, self.counts = self.counts, np.zeros_like(self.counts)
+        return counts
+
+
 class AlbicGrouping:
     """One source's side: key group by a fixed hash, worker by the controller's placement; counts per key group."""
 
@@ -257,6 +271,17 @@ class AlbicGrouping:
         """Tuples per key group since the last call, and start counting again."""
         counts, self.counts = self.counts, np.zeros_like(self.counts)
         return counts
+
+    def snapshot(self) -> AlbicSnapshot:
+        """The counts since the last snapshot (counting restarts) and a copy of the sketch, for a controller in
+        another process."""
+        return AlbicSnapshot(self.take_counts(), self.sketch.copy())
+
+    def adopt(self, controller: AlbicController) -> AlbicController:
+        """Route with `controller` (a replica of the run's) from now on."""
+        controller.sources = [self]
+        self.controller = controller
+        return controller
 
     def feedback(self, report: AckReport) -> None:
         """Acks carry nothing ALBIC uses: the controller measures the workers itself."""

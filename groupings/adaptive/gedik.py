@@ -25,6 +25,7 @@ Choices where the paper is open or inconsistent (each also noted where it is mad
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Mapping
@@ -365,6 +366,13 @@ class GedikController(Controller):
 # --- the source side --------------------------------------------------------------------------------------------
 
 
+@dataclass
+class GedikSnapshot:
+    """A source's statistics as the controller reads them: its sliding lossy counter."""
+
+    counter: SlidingLossyCounter
+
+
 class GedikGrouping:
     """One source's splitter: counts its keys in a sliding lossy counter and routes them with the controller's p."""
 
@@ -399,6 +407,17 @@ class GedikGrouping:
                 self.counter.lossy = grown(lossy)
         self.messages += keys.size
         return out
+
+    def snapshot(self) -> GedikSnapshot:
+        """A copy of the lossy counter, for a controller in another process."""
+        return GedikSnapshot(copy.deepcopy(self.counter))
+
+    def adopt(self, controller: GedikController) -> GedikController:
+        """Route with `controller` (a replica of the run's) from now on; the counter follows its error target."""
+        controller.sources = [self]
+        self.controller = controller
+        self.counter.set_eps(controller.eps())
+        return controller
 
     def feedback(self, report: AckReport) -> None:
         """Acks carry nothing Gedik uses (the controller measures the workers itself); their ids are checked."""

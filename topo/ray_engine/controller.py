@@ -1,21 +1,18 @@
 """Strategies with a shared partitioning function (gedik, albic) on Ray: a controller actor and source replicas.
 
-Every source routes with a replica of the run's controller, attached to its own grouping. Each period the
-controller actor pulls from every source a `SourceStatistics` snapshot (gedik: the source's lossy counter;
-albic: its per-key-group counts and sketch; both: the keys routed since), stands the snapshots in for the
-sources' groupings, asks the workers for their counters, and steps the run's controller through the engines' one
-`ControlPeriods` (the period's `WorkerReport`, the keys seen, the migrations).
-When that installs a new version it pushes a copy to every source, which swaps it in before its next batch,
+Every source routes with a replica of the run's controller, adopted by its own grouping (`contract.Replicated`).
+Each period the controller actor pulls from every source its grouping's `snapshot()` and the keys routed since,
+stands the snapshots in for the sources' groupings, asks the workers for their counters, and steps the run's
+controller through the engines' one `ControlPeriods` (the period's `WorkerReport`, the keys seen, the migrations).
+When that installs a new version it pushes a `replica()` to every source, which adopts it before its next batch,
 and pauses the workers whose keys moved for `migration_ms_per_key` per key (the simulator's migration model).
 """
 
 from __future__ import annotations
 
-import copy
 import pickle
 import threading
 import time
-from typing import Any
 
 import numpy as np
 import ray
@@ -27,46 +24,6 @@ from topo.ray_engine.metrics import ControlMetrics, MetricsContext
 from topo.spec import TopologySpec
 
 CALL_TIMEOUT_S = 10.0
-
-
-class SourceStatistics:
-    """A snapshot of one source's grouping statistics, standing in for that grouping at the controller."""
-
-    def __init__(self, counter: Any, counts: np.ndarray | None, sketch: np.ndarray | None, keys: np.ndarray) -> None:
-        self.counter = counter  # gedik: the source's sliding lossy counter
-        self.counts = counts  # albic: tuples per key group since the last snapshot
-        self.sketch = sketch  # albic: distinct-key sketch per key group
-        self.keys = keys  # distinct keys routed since the last snapshot
-
-    @classmethod
-    def of(cls, grouping: Any, keys: np.ndarray) -> SourceStatistics:
-        """Copy what a controller reads from `grouping` (counts since the last snapshot restart at zero)."""
-        counter = getattr(grouping, "counter", None)
-        counts = grouping.take_counts() if hasattr(grouping, "take_counts") else None
-        sketch = getattr(grouping, "sketch", None)
-        return cls(copy.deepcopy(counter), counts, None if sketch is None else sketch.copy(), keys)
-
-    def take_counts(self) -> np.ndarray:
-        """The counts of the snapshot, once (as a grouping's `take_counts`)."""
-        counts, self.counts = self.counts, np.zeros_like(self.counts)
-        return counts
-
-
-def replica(controller: Any) -> Any:
-    """A copy of the controller to ship to the sources, without the statistics it was stepped with."""
-    out = copy.copy(controller)
-    out.sources = []
-    return out
-
-
-def install_replica(grouping: Any, new: Any) -> Any:
-    """Make `grouping` route with controller `new` (a copy of the run's controller) and attach it."""
-    new.sources = [grouping]
-    grouping.controller = new
-    counter = getattr(grouping, "counter", None)
-    if counter is not None and hasattr(new, "eps"):
-        counter.set_eps(new.eps())  # gedik: the counters follow the error target of the active channels
-    return new
 
 
 class ControlLoop:
@@ -112,15 +69,15 @@ class ControlLoop:
 
     def _push(self) -> None:
         """Every source routes with a copy of the controller's current version from its next batch on."""
-        blob = pickle.dumps(replica(self.controller))
+        blob = pickle.dumps(self.controller.replica())
         ray.get([s.install.remote(blob) for s in self.sources])
         self.pushes += 1
 
     def _step(self, now: float) -> None:
-        snapshots = [pickle.loads(b) for b in ray.get([s.statistics.remote() for s in self.sources])]
-        for snap in snapshots:
-            self.periods.see(snap.keys)
-        self.controller.sources = snapshots
+        pulled = [pickle.loads(b) for b in ray.get([s.statistics.remote() for s in self.sources])]
+        for _, keys in pulled:
+            self.periods.see(keys)
+        self.controller.sources = [snapshot for snapshot, _ in pulled]  # each stands in for its source's grouping
         moved = self.periods.step(now, *self._counters(), self.active)
         if moved is not None:
             self._push()

@@ -26,7 +26,6 @@ from ray.exceptions import GetTimeoutError, RayActorError
 import groupings
 from topo.model import Buffer, SourceNode
 from topo.model.inputs import source_seed
-from topo.ray_engine.controller import SourceStatistics, install_replica
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.protocol import pack
 from topo.spec import TopologySpec
@@ -368,7 +367,7 @@ class Source:
         with self._lock:
             keys = np.unique(np.concatenate(self._fresh)) if self._fresh else np.empty(0, np.uint64)
             self._fresh = []
-            return pickle.dumps(SourceStatistics.of(self.grouping, keys))
+            return pickle.dumps((self.grouping.snapshot(), keys))
 
     def grouping_stats(self) -> dict:
         """The grouping's stats now (after the controller stopped, the version it last installed is in them)."""
@@ -383,6 +382,6 @@ class Source:
     def install(self, replica: bytes) -> int:
         """Route with a new version of the controller from the next batch on; the version installed."""
         with self._lock:
-            self.controller = install_replica(self.grouping, pickle.loads(replica))
+            self.controller = self.grouping.adopt(pickle.loads(replica))
             return self.controller.version
 

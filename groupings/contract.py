@@ -1,0 +1,74 @@
+"""The contract between strategies and engines: what an engine may ask of a grouping, and nothing more.
+
+- `Partitioner`: every grouping, one instance per source: `route`, `feedback`, `resize`, `stats`.
+- `Replicated`: a grouping that routes with a controller shared by the run (gedik, albic). An engine that keeps
+  the controller elsewhere (Ray's controller actor) asks each source's grouping for a `snapshot()` of what the
+  controller reads, steps the controller over those snapshots, and hands each source a copy of every new version
+  through `adopt()`. The simulator shares one controller object and never needs either.
+- `Controller` (`groupings.control`): the shared function, stepped once per period over the sources' groupings
+  (or their snapshots) and the workers' `WorkerReport`.
+- `Delegation`: the worker side of a strategy's feedback (cg's busy/idle signals), one per run.
+
+Engines name no strategy: they take a strategy's parts from the registry and use them through these.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .control import Controller
+from .feedback import AckReport
+
+__all__ = ["Controller", "Delegation", "Partitioner", "Replicated"]
+
+
+@runtime_checkable
+class Partitioner(Protocol):
+    """What every grouping instance offers engines (one instance per source)."""
+
+    name: str
+    workers: int  # active workers now: route answers in [0, workers)
+    seed: int
+    params: dict
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Worker (int32) of each uint64 key hash, in order; the same as routing them one at a time at `now`."""
+
+    def feedback(self, report: AckReport) -> None:
+        """Take what the acks that reached this source carried."""
+
+    def resize(self, workers: int) -> None:
+        """The active workers become [0, workers): workers join or leave at the top index."""
+
+    def stats(self) -> dict:
+        """Small JSON-able facts about the routing so far."""
+
+
+@runtime_checkable
+class Replicated(Partitioner, Protocol):
+    """A grouping that routes with a shared controller, which may live in another process."""
+
+    controller: Controller
+
+    def snapshot(self) -> Any:
+        """A picklable stand-in for this grouping at the controller: the statistics its `step` reads (taking
+        them restarts what counts since the last snapshot)."""
+
+    def adopt(self, controller: Controller) -> Controller:
+        """Route with `controller` (a copy of the run's, without statistics) from the next key on; returns it."""
+
+
+@runtime_checkable
+class Delegation(Protocol):
+    """The worker side of a strategy's feedback: it decides the signal a worker's ack carries."""
+
+    def signal(self, worker: int, source: int, now: float, utilization: float) -> int:
+        """The signal (+1 more, -1 less, 0 none) worker `worker`'s ack to `source` carries at `now`."""
+
+    def resize(self, workers: int) -> None:
+        """Workers [0, workers) from now on."""
+
+    def stats(self) -> dict:
+        """Small JSON-able facts about its decisions."""
