@@ -11,10 +11,10 @@ robin); D-Choices, W-Choices and Round-Robin add a head/tail split driven by a S
 Adaptive strategies live in `groupings.adaptive`, one module each, and register themselves on import.
 """
 
+from .compiled.grouping import Grouping, Strategy
 from .contract import Partitioner, Replicated
 from .dchoices import find_optimal_choices
 from .feedback import AckReport, WorkerReport
-from .grouping import Grouping, Strategy
 from .hashing import hash_keys
 from .params import Param
 from .registry import describe, make, make_controller, make_delegation, names, register

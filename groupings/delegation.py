@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
+from .checks import check_workers
 from .feedback import DECREASE, INCREASE, NO_SIGNAL
-from .grouping import check_workers
 
 DEFAULT_T0 = 0.02  # seconds: simulated runs last seconds, so a slot of 20 ms still averages hundreds of tuples
 DEFAULT_IDLE = 0.75  # utilization thresholds of the paper's simulations

@@ -129,8 +129,8 @@ class PyGrouping:
     """One strategy routed tuple by tuple in plain Python."""
 
     def __init__(self, name: str, workers: int, seed: int = 0, **params: Any) -> None:
+        from .compiled.grouping import STRATEGIES
         from .params import resolve
-        from .registry import STRATEGIES
 
         if name not in STRATEGIES:
             raise ValueError(f"unknown grouping {name!r}")

@@ -1,7 +1,7 @@
 """Strategies by name: `register` adds one, `make` builds an instance, `names` and `describe` list them.
 
-The nine compiled strategies (a kernel, parameters and state each) are registered here; every module of
-`groupings.adaptive` registers its own strategy when the package is imported. A strategy may come with a
+The registry knows no strategy: the compiled catalogue (`groupings.compiled`) and every module of
+`groupings.adaptive` register theirs when the package is imported. A strategy may come with a
 controller (one per run, shared by every source) and a worker delegation (the worker side of its feedback);
 the factory, the controller and the delegation all receive the same resolved parameters.
 """
@@ -16,20 +16,16 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels
-from . import state as slot
-from .grouping import STRATEGIES, Grouping, Strategy, check_workers
-from .params import COUNTERS, REFRESH, REPLICAS, THETA, Param, eps_param, resolve, shown_default
-from .selectors import capacity
-from .spacesaving import head_frequencies
-from .state import State
+from .checks import check_workers
+from .params import Param, resolve, shown_default
 
 Factory = Callable[[int, int, dict, Any], Any]  # (workers, seed, params, controller) -> grouping
 ControllerFactory = Callable[[int, int, dict], Any]  # (workers, seed, params) -> Controller
 DelegationFactory = Callable[[int, dict], Any]  # (workers, params) -> worker delegation
 
-# names() lists the compiled strategies first, then these (when registered), then any other in name order
+# names() lists the compiled catalogue first (in its order), then these (when registered), then any other by name
 ADAPTIVE_ORDER = ("cg", "fish", "gedik", "albic", "lasg")
+COMPILED_PACKAGE = "groupings.compiled."
 
 
 @dataclass(frozen=True)
@@ -74,7 +70,8 @@ def register(
 
 def names() -> list[str]:
     """Names of every registered strategy: compiled ones, then adaptive ones, in a stable order."""
-    first = [n for n in (*STRATEGIES, *ADAPTIVE_ORDER) if n in _ENTRIES]
+    compiled = [n for n, e in _ENTRIES.items() if e.origin.startswith(COMPILED_PACKAGE)]
+    first = [*compiled, *(n for n in ADAPTIVE_ORDER if n in _ENTRIES)]
     return first + sorted(set(_ENTRIES) - set(first))
 
 
@@ -172,136 +169,3 @@ def import_submodules(package: str, path: Iterable[str]) -> list[str]:
             raise ImportError(f"grouping module {module} failed to import: {err}") from err
         loaded.append(module)
     return loaded
-
-
-# --- the compiled strategies ------------------------------------------------------------------------------------
-
-
-def _plain(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return slot.plain_state(workers, seed)
-
-
-def _porc_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return slot.bounded_state(workers, seed, params["eps"])
-
-
-def _chbl_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return slot.bounded_state(workers, seed, params["eps"], params["replicas"])
-
-
-def _head_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return slot.head_state(
-        workers, seed, params["theta"], params["counters"], params.get("eps", 0.0), params.get("refresh", 1)
-    )
-
-
-def _resize(st: State, workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return slot.resized_state(st, workers, seed)
-
-
-def _resize_ring(st: State, workers: int, seed: int, params: Mapping[str, Any]) -> State:
-    return slot.resized_state(st, workers, seed, replicas=params["replicas"])
-
-
-def _messages(st: State) -> dict:
-    return {"messages": int(st.counters[slot.MESSAGES])}
-
-
-def _bounded_stats(st: State) -> dict:
-    m = int(st.counters[slot.MESSAGES])
-    return {
-        "messages": m,
-        "probes": int(st.counters[slot.PROBES]),
-        "probes_per_message": float(st.counters[slot.PROBES]) / m if m else 0.0,
-        "fallbacks": int(st.counters[slot.FALLBACKS]),
-        "capacity": int(capacity(st)),
-    }
-
-
-def _head_stats(st: State) -> dict:
-    m = int(st.counters[slot.MESSAGES])
-    head = int(head_frequencies(st.summary, st.params[slot.THETA]).size) if m else 0
-    return {
-        "messages": m,
-        "head_size": head,
-        "head_fraction": float(st.counters[slot.HEAD_MESSAGES]) / m if m else 0.0,
-    }
-
-
-def _dc_stats(st: State) -> dict:
-    out = _head_stats(st)
-    out["head_size"] = int(st.counters[slot.HEAD_SIZE])  # the head FindOptimalChoices last saw
-    out["d"] = int(st.counters[slot.D])
-    out["refreshes"] = int(st.counters[slot.REFRESHES])
-    return out
-
-
-_CAPACITY_EPS = eps_param(0.01, "capacity slack: a bin takes a message while its load < ceil((1+eps) m/n)")
-
-_DC_EPS = eps_param(1e-4, "imbalance target of FindOptimalChoices")
-
-
-def _compiled(name, doc, kernel, prepare=_plain, params=(), stats=_messages, resize=_resize) -> Strategy:
-    return Strategy(name, doc, kernel, prepare, resize, params=params, stats=stats)
-
-
-_TABLE = (
-    _compiled("kg", "key grouping: one hash", kernels.route_kg),
-    _compiled("sg", "shuffle grouping: round robin", kernels.route_sg),
-    _compiled("pkg", "partial key grouping: two hashes, least local load", kernels.route_pkg),
-    _compiled("potc", "power of two random choices per message", kernels.route_potc),
-    _compiled(
-        "porc",
-        "power of random choices: salted rehash, first with spare capacity",
-        kernels.route_porc,
-        _porc_state,
-        params=(_CAPACITY_EPS,),
-        stats=_bounded_stats,
-    ),
-    _compiled(
-        "chbl",
-        "consistent hashing with bounded loads: ring walk, first with spare capacity",
-        kernels.route_chbl,
-        _chbl_state,
-        params=(_CAPACITY_EPS, REPLICAS),
-        stats=_bounded_stats,
-        resize=_resize_ring,
-    ),
-    _compiled(
-        "dc",
-        "D-Choices: head by Greedy-d with d from FindOptimalChoices, tail by PKG",
-        kernels.route_dc,
-        _head_state,
-        params=(THETA, COUNTERS, _DC_EPS, REFRESH),
-        stats=_dc_stats,
-    ),
-    _compiled(
-        "wc",
-        "W-Choices: head to the least loaded of all workers, tail by PKG",
-        kernels.route_wc,
-        _head_state,
-        params=(THETA, COUNTERS),
-        stats=_head_stats,
-    ),
-    _compiled(
-        "rr",
-        "Round-Robin: head in turn over all workers, tail by PKG",
-        kernels.route_rr,
-        _head_state,
-        params=(THETA, COUNTERS),
-        stats=_head_stats,
-    ),
-)
-
-STRATEGIES.update({s.name: s for s in _TABLE})
-
-
-def _compiled_factory(strategy: Strategy) -> Factory:
-    def build(workers: int, seed: int, params: dict, controller: Any = None) -> Grouping:
-        return Grouping(strategy, workers, seed, params)
-
-    return build
-
-
-for _strategy in _TABLE:
-    register(_strategy.name, _compiled_factory(_strategy), _strategy.params, _strategy.doc)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .compiled.state import new_summary
 from .jit import hot
-from .state import new_summary
 
 _FIB = np.uint64(0x9E3779B97F4A7C15)
 

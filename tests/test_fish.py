@@ -15,7 +15,7 @@ import groupings
 from groupings.adaptive.fish import Fish
 from groupings.adaptive.fish_epochs import REPLACED, TOP, TOTAL, USED, count_all, new_counters, snapshot
 from groupings.adaptive.fish_route import chk_choices, drain, least_wait
-from groupings.candidates import RING_KEY_SALT
+from groupings.compiled.candidates import RING_KEY_SALT
 from groupings.feedback import AckReport
 from groupings.hashing import mix64
 from groupings.ring import build_ring

@@ -7,10 +7,11 @@ import pytest
 
 import groupings
 from groupings import registry
+from groupings.compiled.catalog import TABLE
 from groupings.control import Controller
 from groupings.params import Param, at_least_one, resolve, shown_default
 
-COMPILED = ["kg", "sg", "pkg", "potc", "porc", "chbl", "dc", "wc", "rr"]
+COMPILED = [s.name for s in TABLE]  # the compiled catalogue, in its order
 
 
 # --- a toy strategy with a controller and a delegation ---------------------------------------------------------

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from .. import registry
+from ..checks import as_key_hashes, check_now, check_report, check_workers
 from ..control import Controller
 from ..feedback import AckReport, WorkerReport
-from ..grouping import as_key_hashes, check_now, check_report, check_workers
 from ..hashing import seeded_hashes
 from ..milp import allocate, load_distance, node_loads
 from ..params import Param, at_least_one, non_negative, positive

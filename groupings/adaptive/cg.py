@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from .. import registry
+from ..checks import check_report, check_workers, per_worker
 from ..delegation import DEFAULT_BUSY, DEFAULT_IDLE, DEFAULT_T0, MEASURES, WorkerDelegation
 from ..feedback import AckReport
-from ..grouping import check_report, check_workers, per_worker
 from ..params import Number, Param, at_least_one, eps_param, fraction, positive
 
 

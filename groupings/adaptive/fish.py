@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 
 from .. import registry
+from ..checks import as_key_hashes, check_workers, per_worker
 from ..feedback import AckReport
-from ..grouping import as_key_hashes, check_workers, per_worker
 from ..params import REPLICAS, Param, at_least_one, fraction, positive, resolve
 from ..ring import build_ring, ring_directory
 from .fish_epochs import EPOCH_LEN, EPOCHS, REPLACED, SEEN, TOP, TOTAL, USED, EpochCounters, new_counters, snapshot

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..candidates import ring_successor, ring_walk
+from ..compiled.candidates import ring_successor, ring_walk
 from ..hashing import mix64
 from ..jit import hot
 from .fish_epochs import EPOCH_LEN, SEEN, TOP, TOTAL, EpochCounters, count, lookup

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from .. import registry
+from ..checks import as_key_hashes, check_now, check_report, check_workers
 from ..control import Controller
 from ..feedback import AckReport, WorkerReport
-from ..grouping import as_key_hashes, check_now, check_report, check_workers
 from ..jit import hot
 from ..lossy import SIZE, SlidingLossyCounter, count, grown, merged
 from ..params import Param, at_least_one, fraction, positive

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..candidates import RING_KEY_SALT
-from ..grouping import as_key_hashes
+from ..checks import as_key_hashes
+from ..compiled.candidates import RING_KEY_SALT
 from ..hashing import bucket, mix64
 from ..jit import hot
 from ..ring import build_ring, ring_directory

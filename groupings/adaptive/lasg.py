@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from .. import registry
+from ..checks import as_key_hashes, check_now, check_report, check_workers, per_worker
 from ..feedback import AckReport
-from ..grouping import as_key_hashes, check_now, check_report, check_workers, per_worker
 from ..hashing import bucket, mix64
 from ..jit import hot
 from ..params import Param, at_least_one, positive

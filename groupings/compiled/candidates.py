@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hashing import bucket, mix64
-from .jit import hot
+from ..hashing import bucket, mix64
+from ..jit import hot
 from .state import MAX_PROBES, OFFSET, D
 
 RING_KEY_SALT = np.uint64(0x52494E474B4559)  # a key's ring position (far from the F_i salts 1, 2, ...)

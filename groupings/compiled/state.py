@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .ring import build_ring, ring_directory
+from ..ring import build_ring, ring_directory
 
 # slots of State.counters (int64)
 MESSAGES = 0  # messages routed so far by this instance (m)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .jit import hot
+from ..jit import hot
 from .state import EPS, FALLBACKS, LOAD_SHIFT, MESSAGES, PROBES, RR_NEXT
 
 

@@ -16,6 +16,7 @@ candidate set changes); a new strategy is a new three-line kernel plus a row in 
 
 from __future__ import annotations
 
+from ..jit import hot
 from .candidates import (
     all_workers,
     d_hashes,
@@ -29,7 +30,6 @@ from .candidates import (
     two_hashes,
 )
 from .head import in_head, refresh_choices
-from .jit import hot
 from .selectors import first_with_spare, least_loaded, round_robin
 from .state import D
 

@@ -6,9 +6,9 @@ when its estimated frequency (count / messages seen by this source) is at least 
 
 from __future__ import annotations
 
-from .dchoices import optimal_choices
-from .jit import hot
-from .spacesaving import head_into, offer
+from ..dchoices import optimal_choices
+from ..jit import hot
+from ..spacesaving import head_into, offer
 from .state import EPS, FIRST_REFRESH, HEAD_MESSAGES, HEAD_SIZE, MESSAGES, NEXT_REFRESH, REFRESH, REFRESHES, THETA, D
 
 

@@ -1,73 +1,21 @@
-"""The object engines hold, one per source: a strategy (kernel + parameters) and the state it routes with.
+"""A compiled grouping: one strategy (kernel, parameters, state functions) and the state one source routes with.
 
-Every grouping, compiled here or registered from its own module, honours one protocol (`contract.Partitioner`); the
-checks of its inputs are shared functions below, so all strategies refuse bad input the same way.
+Every compiled strategy is declared once in `catalog.py`; a pickled grouping carries only its strategy's name and
+finds the strategy again in `STRATEGIES` when it arrives (Ray ships groupings between processes).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .feedback import AckReport
-from .params import Param
+from ..checks import as_key_hashes, check_now, check_report, check_workers
+from ..feedback import AckReport
+from ..params import Param
 from .state import State
-
-# --- input checks shared by every strategy ----------------------------------------------------------------------
-
-
-def check_workers(workers: Any) -> int:
-    """A worker count as int; anything but a positive integer is a ValueError."""
-    if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise ValueError(f"workers must be a positive integer (got {workers!r})")
-    return int(workers)
-
-
-def per_worker(values: np.ndarray, workers: int, fill: Any) -> np.ndarray:
-    """A per-worker array for `workers` workers: cut, or padded with `fill` (workers join or leave at the top index)."""
-    out = np.full(workers, fill, dtype=values.dtype)
-    keep = min(workers, values.size)
-    out[:keep] = values[:keep]
-    return out
-
-
-def as_key_hashes(keys: Any) -> np.ndarray:
-    """Keys as a contiguous one-dimensional uint64 array; signed integers reinterpret bit for bit."""
-    keys = np.asarray(keys)
-    if keys.ndim != 1:
-        raise ValueError(f"route takes a one-dimensional array of key hashes (got shape {keys.shape})")
-    if keys.dtype != np.uint64:
-        if keys.size and keys.dtype.kind not in "iu":
-            raise ValueError(f"route takes uint64 key hashes (got dtype {keys.dtype})")
-        keys = keys.astype(np.uint64)
-    return np.ascontiguousarray(keys)
-
-
-def check_now(now: Any) -> float | None:
-    """The engine clock as a float, or None; NaN and infinities are ValueErrors."""
-    if now is None:
-        return None
-    now = float(now)
-    if not math.isfinite(now):
-        raise ValueError(f"now must be a finite time in seconds (got {now})")
-    return now
-
-
-def check_report(report: Any, workers: int) -> AckReport:
-    """The report itself, once it is known to be an AckReport naming only workers in [0, workers)."""
-    if not isinstance(report, AckReport):
-        raise TypeError(f"feedback takes an AckReport (got {type(report).__name__})")
-    w = report.workers
-    if len(w) and (int(np.min(w)) < 0 or int(np.max(w)) >= workers):
-        raise ValueError(f"feedback names a worker outside [0, {workers})")
-    return report
-
-
-# --- the compiled strategies ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
