@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import groupings
+from groupings.compiled.grouping import STRATEGIES
 from groupings.feedback import AckReport
 from groupings.hashing import seeded_hashes
 from groupings.reference import REFERENCE_NAMES, PyGrouping, bucket, mix64, optimal_choices, py_grouping
@@ -28,6 +29,11 @@ def test_plain_hash_family_matches_the_compiled_one():
 
 def test_every_plain_version_is_registered():
     assert set(REFERENCE_NAMES) <= set(groupings.names())
+
+
+def test_every_compiled_strategy_has_a_plain_version():
+    # a strategy added to the catalogue is compared with its plain per-tuple version below, or this fails
+    assert set(STRATEGIES) <= set(REFERENCE_NAMES)
 
 
 @pytest.mark.parametrize("name", REFERENCE_NAMES)
