@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from pathlib import Path
 
 from numba import njit
 from numba.core.cpu import CPUTargetOptions
+
+
+def forget_caches_of_another_layout(root: Path = Path(__file__).parent) -> bool:
+    """Drop numba's on-disk caches below `root` when its modules are not the ones that wrote them; True if dropped.
+
+    A cache index pickles the types of its arguments by module path, and numba unpickles it before it checks the
+    source stamp: after modules move (another version in the same checkout), reading it fails with
+    ModuleNotFoundError instead of recompiling. A stamp of the module layout beside the caches tells them apart.
+    """
+    layout = "\n".join(sorted(str(p.relative_to(root)) for p in root.rglob("*.py")))
+    stamp = hashlib.sha256(layout.encode()).hexdigest()
+    marker = root / "__pycache__" / "numba-layout"
+    try:
+        if marker.is_file() and marker.read_text() == stamp:
+            return False
+        for cache in [*root.rglob("*.nbi"), *root.rglob("*.nbc")]:
+            cache.unlink(missing_ok=True)
+        marker.parent.mkdir(exist_ok=True)
+        marker.write_text(stamp)
+    except OSError:  # a read-only install keeps whatever caches it has
+        return False
+    return True
+
+
+forget_caches_of_another_layout()
 
 # `_nrt` is numba's own (underscored) switch; should a release drop it, kernels still compile, only slower
 _NO_REFCOUNT = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
