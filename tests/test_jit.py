@@ -1,0 +1,21 @@
+"""numba's on-disk caches survive a change of the package's module layout (they are dropped, not misread)."""
+
+from __future__ import annotations
+
+from groupings.jit import forget_caches_of_another_layout
+
+
+def test_caches_of_another_layout_are_dropped_once(tmp_path):
+    (tmp_path / "a.py").write_text("")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
+    (cache / "a.f-1.py311.1.nbc").write_bytes(b"code")
+    assert forget_caches_of_another_layout(tmp_path)  # no stamp yet: whoever wrote them is unknown
+    assert not list(cache.glob("*.nb?"))
+    (cache / "a.f-1.py311.nbi").write_bytes(b"index")
+    assert not forget_caches_of_another_layout(tmp_path)  # same layout: kept
+    assert (cache / "a.f-1.py311.nbi").exists()
+    (tmp_path / "b.py").write_text("")  # a module appears: the layout changed
+    assert forget_caches_of_another_layout(tmp_path)
+    assert not (cache / "a.f-1.py311.nbi").exists()
