@@ -99,7 +99,7 @@ def abandon() -> None:
 
 
 def acquire(address: str | None, options: dict | None = None) -> Session:
-    """Ray for a run: join `address`, else adopt the one begun, else use the one already up, else start one."""
+    """Ray for a run: adopt the one begun, else use the one already up, else join `address`, else start one."""
     global _begun
     if _begun is not None:
         session, _begun = _begun, None
