@@ -251,7 +251,7 @@ class Simulation:
     def _see_sent(self) -> None:
         """The controller learns the keys sent since it last looked (the ones that may have state to move)."""
         if self._seen_upto < self.pool.size:
-            self.control.see(np.unique(self.key_hash[self.seq[self._seen_upto : self.pool.size]]))
+            self.control.see(self.key_hash[self.seq[self._seen_upto : self.pool.size]])
             self._seen_upto = self.pool.size
 
     def _pause(self, moved: Repartition | None, now: float) -> None:
