@@ -1,67 +1,45 @@
 """D-Choices / W-Choices (Nasir et al., ICDE 2016, paper 002): imbalance, head size and d, memory, on Zipf streams.
 
-Only the routing matters for these figures, so no simulator runs: the stream is dealt round robin over s = 5
-sources (shuffle grouping into the sources, as in the paper), each source routes its share with its own grouping
-instance and its own local load vector, and the per-worker message counts and the (key, worker) pairs are
-counted afterwards. Imbalance is the paper's I = max_w L_w - 1/n with L_w the fraction of all messages on w.
+Only the routing matters for these figures, so no simulator runs: `experiments.routing` deals the stream over
+s = 5 sources (shuffle grouping into the sources, as in the paper), each source routes its share with its own
+grouping instance and its own local load vector, and the per-worker message counts and the (key, worker) pairs
+are counted afterwards. Imbalance is the paper's I = max_w L_w - 1/n with L_w the fraction of all messages on w.
 The paper's Wikipedia and Twitter traces are not available offline: they are replaced by bounded Zipf streams
 whose most frequent key has the same share p1.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq
 
 import groupings
-from experiments.common import markdown_table, pyplot, stream, write_csv
+from experiments.common import markdown_table, pyplot, write_csv
 from experiments.registry import register
-from topo.zipf import zipf_p1, zipf_pmf
+from experiments.routing import TRACE_P1, excess_share, pairs, route_stream, trace_z, zipf_stream
+from topo.zipf import zipf_pmf
 
 SOURCES = 5  # the paper's s
 SCHEMES = ("pkg", "dc", "wc", "rr")
 KEYS = 10_000  # the paper's |K| for the ZF figures
-TRACES = {"WP": 0.0932, "TW": 0.0267}  # p1 of the paper's Wikipedia and Twitter traces (Table I)
+TRACES = TRACE_P1  # p1 of the paper's Wikipedia and Twitter traces (Table I)
 TRACE_KEYS = 100_000
 EPS = 1e-4  # the paper's default imbalance target of FindOptimalChoices
 
-_ROUTED: dict[tuple, dict] = {}
 
-
-def _zipf(z: float, keys: int, messages: int):
-    return stream(f"zipf:z={z:.6f},keys={keys},messages={messages},seed=3")
-
-
+@cache
 def _route(z: float, keys: int, messages: int, scheme: str, n: int, theta: float | None = None) -> dict:
-    """Route one Zipf stream over SOURCES sources with `scheme` to n workers; imbalance, replication, head facts."""
-    key = (round(z, 6), keys, messages, scheme, n, theta)
-    if key in _ROUTED:
-        return _ROUTED[key]
-    s = _zipf(z, keys, messages)
-    params = {} if theta is None else {"theta": theta}
-    dest = np.empty(s.messages, dtype=np.int64)
-    stats = []
-    for i in range(SOURCES):
-        g = groupings.make(scheme, workers=n, seed=i, **params)
-        dest[i::SOURCES] = g.route(s.key_hash[i::SOURCES])
-        stats.append(g.stats())
-    load = np.bincount(dest, minlength=n) / s.messages
-    seen = np.zeros(s.distinct_keys * n, dtype=bool)
-    seen[s.key_id * n + dest] = True
-    res = {
-        "imbalance": float(load.max() - 1.0 / n),
-        "pairs": int(seen.sum()),  # worker memory: one unit of state per (key, worker) pair
-        "head_size": float(np.mean([st.get("head_size", 0) for st in stats])),
-        "d": float(np.mean([st.get("d", 0) for st in stats])),
+    """Route one Zipf stream over SOURCES sources with `scheme` to n workers; imbalance, memory, head facts."""
+    s = zipf_stream(z, keys, messages, seed=3)
+    r = route_stream(scheme, s.key_hash, n, SOURCES, **({} if theta is None else {"theta": theta}))
+    return {
+        "imbalance": excess_share(r.workers, n),
+        "pairs": pairs(s.key_hash, r.workers, n),  # worker memory: one unit of state per (key, worker) pair
+        "head_size": float(np.mean([st.get("head_size", 0) for st in r.stats])),
+        "d": float(np.mean([st.get("d", 0) for st in r.stats])),
     }
-    _ROUTED[key] = res
-    return res
-
-
-def _solve_z(p1: float, keys: int) -> float:
-    return float(brentq(lambda z: zipf_p1(z, keys) - p1, 0.05, 4.0))
 
 
 def _exact_head(z: float, n: int, theta: float) -> tuple[int, int]:
@@ -97,7 +75,7 @@ def imbalance(out: Path, quick: bool) -> dict:
 
     traces = []
     for trace, p1 in TRACES.items():
-        z = _solve_z(p1, TRACE_KEYS)
+        z = trace_z(p1, TRACE_KEYS)
         for n in ns:
             row = {"trace": f"{trace}-like", "z": round(z, 4), "workers": n}
             for sc in SCHEMES:

@@ -16,9 +16,10 @@ Routing without an engine clock (as `fish-workers`) would hide the first ablatio
 picks the candidate with the fewest tuples it sent over the whole run, which evens out later what a stale hot
 set overloaded earlier, while a real run (acks, drained backlogs) keeps the queue that built up.
 
-RQ4 only counts state, so it routes without the simulator (as `fish_sweeps.route`): each source routes its
-share of the first half of the stream to n workers, `resize(n + 1)` or `resize(n - 1)` is called on each
-source's grouping, and the second half follows; memory = distinct (key, worker) pairs / distinct keys.
+RQ4 only counts state, so it routes without the simulator (`experiments.routing`, as `fish-workers`): each
+source routes its share of the first half of the stream to n workers, `resize(n + 1)` or `resize(n - 1)` is
+called on each source's grouping, and the second half follows; memory = distinct (key, worker) pairs / distinct
+keys.
 
 Metrics: exec_vs_sg = simulated time from the first arrival to the last finish (summary `duration_s`) over
 SG's in the same setting; mem_vs_fg = summary `replication` (the same pairs / keys count); p99 from the
@@ -32,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-import groupings
 from experiments.adaptive import COST_MS, UNBOUNDED, rate_at
 from experiments.common import markdown_table, pyplot, run, stream, write_csv
-from experiments.fish_sweeps import SOURCES, drift_spec
 from experiments.registry import register
+from experiments.routing import DRIFT_SOURCES as SOURCES
+from experiments.routing import drift_spec, replication, route
 from groupings.dchoices import find_optimal_choices
 from topo.spec import TopologySpec
 from topo.zipf import zipf_pmf
@@ -91,21 +92,9 @@ def simulate_row(spec: TopologySpec) -> dict:
 
 def route_resized(spec: str, n: int, to: int | None, ch: bool) -> float:
     """Memory (pairs / keys) when every source routes the first half to n workers and the rest to `to`."""
-    s = stream(spec)
-    half = s.messages // 2
-    dest = np.empty(s.messages, dtype=np.int64)
-    for i in range(SOURCES):
-        g = groupings.make("fish", workers=n, seed=i, ch=ch)
-        keys = s.key_hash[i::SOURCES]
-        cut = (half - i + SOURCES - 1) // SOURCES  # this source's messages among the first `half` of the stream
-        first = g.route(keys[:cut])
-        if to is not None:
-            g.resize(to)
-        dest[i::SOURCES] = np.concatenate([first, g.route(keys[cut:])])
-    width = max(n, to or n)
-    seen = np.zeros(s.distinct_keys * width, dtype=bool)
-    seen[s.key_id * width + dest] = True
-    return float(seen.sum() / s.distinct_keys)
+    keys = stream(spec).key_hash
+    resize = None if to is None else (keys.size // 2, to)
+    return replication(keys, route("fish", keys, n, SOURCES, resize=resize, ch=ch), max(n, to or n))
 
 
 # ---------------------------------------------------------------------------------------------------------------

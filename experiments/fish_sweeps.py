@@ -1,9 +1,9 @@
 """FISH (paper 003) routing experiments: load balance and memory vs workers (RQ1), alpha and theta sweeps (RQ2).
 
 Only where keys go matters for these figures, so no simulator runs (as in `experiments/dchoices.py`): the
-drifting Zipf stream of `fish-drift` is dealt round robin over SOURCES sources (shuffle grouping into the
-sources), each source routes its share with its own grouping instance, and per-worker message counts and the
-(key, worker) pairs are counted afterwards. FISH is routed without an engine clock (`now` None): with equal
+drifting Zipf stream of `fish-drift` is dealt over SOURCES sources by `experiments.routing` (shuffle grouping
+into the sources), each source routes its share with its own grouping instance, and per-worker message counts
+and the (key, worker) pairs are counted afterwards. FISH is routed without an engine clock (`now` None): with equal
 workers and no acks its inferred backlog C_w never drains, so Algorithm 3 picks the candidate with the fewest
 tuples sent from this source, which is what it converges to on a homogeneous cluster.
 
@@ -16,15 +16,14 @@ Metrics (the paper gives no formulas):
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
-import numpy as np
-
-import groupings
 from experiments.common import markdown_table, pyplot, stream, write_csv
 from experiments.registry import register
+from experiments.routing import DRIFT_SOURCES as SOURCES
+from experiments.routing import drift_spec, imbalance, loads, replication, route
 
-SOURCES = 4  # as fish-drift
 SCHEMES = ("fish", "pkg", "dc", "wc", "sg", "kg")
 DIFFERENCE = (
     "Differences: drifting Zipf streams (100k keys, hot set re-ranked every tenth of the stream, the `fish-drift` "
@@ -33,38 +32,17 @@ DIFFERENCE = (
     "the directions are what carry over."
 )
 
-_ROUTED: dict[tuple, dict] = {}
 
-
-def drift_spec(z: float, messages: int) -> str:
-    """The fish-drift stream at skew z: hot keys move every tenth of the stream."""
-    return f"drift:z={z},keys=100000,messages={messages},shift_every={messages // 10},seed=3"
-
-
-def route(spec: str, scheme: str, n: int, **params) -> dict:
+@cache
+def _routed(spec: str, scheme: str, n: int, **params) -> dict:
     """Route the stream over SOURCES sources with `scheme` to n workers; max load and memory facts."""
-    key = (spec, scheme, n, tuple(sorted(params.items())))
-    if key in _ROUTED:
-        return _ROUTED[key]
-    s = stream(spec)
-    dest = np.empty(s.messages, dtype=np.int64)
-    for i in range(SOURCES):
-        g = groupings.make(scheme, workers=n, seed=i, **params)
-        dest[i::SOURCES] = g.route(s.key_hash[i::SOURCES])
-    load = np.bincount(dest, minlength=n)
-    seen = np.zeros(s.distinct_keys * n, dtype=bool)
-    seen[s.key_id * n + dest] = True
-    res = {
-        "max_load": int(load.max()),
-        "imbalance": float(load.max() / load.mean() - 1.0),  # (max - mean) / mean
-        "mem_vs_fg": float(seen.sum() / s.distinct_keys),
-    }
-    _ROUTED[key] = res
-    return res
+    keys = stream(spec).key_hash
+    w = route(scheme, keys, n, SOURCES, **params)
+    return {"max_load": int(loads(w, n).max()), "imbalance": imbalance(w, n), "mem_vs_fg": replication(keys, w, n)}
 
 
 def _sg_max(spec: str, n: int) -> int:
-    return route(spec, "sg", n)["max_load"]
+    return _routed(spec, "sg", n)["max_load"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -88,7 +66,7 @@ def workers(out: Path, quick: bool) -> dict:
         for n in ns:
             sg = _sg_max(spec, n)
             for sc in SCHEMES:
-                r = route(spec, sc, n)
+                r = _routed(spec, sc, n)
                 rows.append({"z": z, "workers": n, "grouping": sc, "exec_vs_sg": r["max_load"] / sg,
                              "imbalance": r["imbalance"], "mem_vs_fg": r["mem_vs_fg"]})
     write_csv(out / "workers.csv", rows)
@@ -167,11 +145,11 @@ def params(out: Path, quick: bool) -> dict:
         for n in ns:
             sg = _sg_max(spec, n)
             for a in alphas:
-                r = route(spec, "fish", n, alpha=a)
+                r = _routed(spec, "fish", n, alpha=a)
                 alpha_rows.append({"z": z, "workers": n, "alpha": a, "exec_vs_sg": r["max_load"] / sg,
                                    "imbalance": r["imbalance"], "mem_vs_fg": r["mem_vs_fg"]})
             for label, c in thetas:
-                r = route(spec, "fish", n, theta=c / n)
+                r = _routed(spec, "fish", n, theta=c / n)
                 theta_rows.append({"z": z, "workers": n, "theta": label, "exec_vs_sg": r["max_load"] / sg,
                                    "imbalance": r["imbalance"], "mem_vs_fg": r["mem_vs_fg"]})
     write_csv(out / "alpha.csv", alpha_rows)

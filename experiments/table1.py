@@ -1,21 +1,21 @@
 """Table 1 of the Consistent Grouping paper: normalized imbalance vs number of bins, one source.
 
-Normalized imbalance = (max bin load - mean bin load) / mean bin load after the whole stream is routed.
+Normalized imbalance = (max bin load - mean bin load) / mean bin load after the whole stream is routed
+(`experiments.routing`, one source seeded as the engines seed theirs).
 The paper's Wikipedia (p1 = 9.32%) and Twitter (p1 = 2.67%) traces are not available offline, so this uses
 bounded Zipf streams whose exponent is solved for the same p1.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq
 
-import groupings
-from experiments.common import stream, write_csv
+from experiments.common import write_csv
 from experiments.registry import register
-from topo.streams import zipf_p1
+from experiments.routing import TRACE_P1, imbalance, route, trace_z, zipf_stream
 
 STRATEGIES = ("kg", "pkg", "potc", "sg", "porc", "chbl")
 PAPER = {  # Table 1 of the paper, for the WP-like and TW-like columns
@@ -24,18 +24,7 @@ PAPER = {  # Table 1 of the paper, for the WP-like and TW-like columns
     "tw": {"kg": (2.2, 25, 246), "pkg": (1.52, 11.34, 22), "potc": (9.5e-8, 2e-6, 2e-5),
            "sg": (0, 2e-7, 6e-6), "porc": (0.3, 0.3, 0.3), "chbl": (0.3, 0.3, 0.3)},
 }
-TARGET_P1 = {"wp": 0.0932, "tw": 0.0267}
-
-
-def solve_z(p1: float, keys: int) -> float:
-    """The Zipf exponent whose most frequent of `keys` ranks has probability p1."""
-    return float(brentq(lambda z: zipf_p1(z, keys) - p1, 0.05, 4.0))
-
-
-def normalized_imbalance(workers: np.ndarray, bins: int) -> float:
-    """(max - mean) / mean of the per-bin message counts."""
-    load = np.bincount(workers, minlength=bins).astype(float)
-    return float(load.max() / load.mean() - 1.0)
+TARGET_P1 = {trace.lower(): p1 for trace, p1 in TRACE_P1.items()}
 
 
 def plot(path: Path, rows: list[tuple[str, str, list[float]]], bins_list: list[int]) -> None:
@@ -66,21 +55,20 @@ def plot(path: Path, rows: list[tuple[str, str, list[float]]], bins_list: list[i
     plt.close(fig)
 
 
-
 def table1(messages: int, keys: int, bins_list: list[int], eps: float = 0.3, seed: int = 7,
-           log=None) -> list[tuple[str, str, list[float]]]:
-    """(trace, strategy, imbalance per bin count) for both traces and every strategy of the table."""
+           log: Callable[[str], None] | None = None) -> list[tuple[str, str, list[float]]]:
+    """(trace, strategy, imbalance per bin count) for both traces and every strategy of the table; `seed` seeds
+    the stream and is the run seed of the one source's grouping."""
     rows = []
     for trace, p1 in TARGET_P1.items():
-        z = solve_z(p1, keys)
-        s = stream(f"zipf:z={z:.6f},keys={keys},messages={messages},seed={seed}")
+        z = trace_z(p1, keys)
+        s = zipf_stream(z, keys, messages, seed)
         if log is not None:
             log(f"{trace.upper()}-like stream: z = {z:.4f}, keys = {keys:,}, messages = {messages:,}, "
                 f"p1 = {s.meta['p1']:.4f}")
         for name in STRATEGIES:
             params = {"eps": eps} if name in ("porc", "chbl") else {}
-            vals = [normalized_imbalance(groupings.make(name, workers=b, seed=seed, **params).route(s.key_hash), b)
-                    for b in bins_list]
+            vals = [imbalance(route(name, s.key_hash, b, seed=seed, **params), b) for b in bins_list]
             rows.append((trace, name, vals))
     return rows
 

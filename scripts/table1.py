@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keys", type=int, default=1_000_000, help="distinct keys per stream (default 1,000,000)")
     p.add_argument("--bins", default="10,100,1000", help="comma-separated bin counts (default 10,100,1000)")
     p.add_argument("--eps", type=float, default=0.3, help="eps of porc and chbl (default 0.3, as the paper)")
-    p.add_argument("--seed", type=int, default=7, help="stream and grouping seed (default 7)")
+    p.add_argument("--seed", type=int, default=7, help="stream seed, and run seed of the grouping (default 7)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table (for the README)")
     p.add_argument("--plot", default=None, metavar="PNG", help="also draw imbalance vs bins into this PNG file")
     args = p.parse_args(argv)
