@@ -17,8 +17,9 @@ from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.driver import check_supported, parse_chaos
 from topo.ray_engine.protocol import Flush, batch_log, concat_logs
 from topo.schedule import Change
-from topo.sim import StreamArrays, simulate
+from topo.sim import simulate
 from topo.spec import SpecError, TopologySpec
+from topo.streams import StreamArrays
 from topo.work_cgroup import cgroup_quota_possible
 
 STARVED = 0.7  # a cpu worker that got less than this share of a core while burning did not get its CPU

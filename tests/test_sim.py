@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from groupings.feedback import AckReport
 from topo.events import Kernel
 from topo.model.inputs import arrival_times, source_seed
-from topo.sim import StreamArrays, simulate
+from topo.sim import simulate
 from topo.spec import TopologySpec
+from topo.streams import StreamArrays
 
 MS = 1e-3
 

@@ -1,11 +1,18 @@
 """What a run computed, judged the same way on both engines: the key copies each worker held (from the routing,
-the papers' memory cost) and whether the merged operator state equals the exact result of the input."""
+the papers' memory cost), whether the merged operator state equals the exact result of the input, and the run
+result (summary, time series, per-tuple log) built from the engine's log in one way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import pyarrow as pa
 
 import operators
+from topo.headroom import attach
+from topo.metrics import RunResult, TupleLog, effective_capacities, summarize, timelines, timeseries
+from topo.spec import TopologySpec
 
 
 def operator_outcome(
@@ -37,3 +44,46 @@ def distinct_keys_per_worker(key_hash: np.ndarray, worker: np.ndarray, workers: 
     first[1:] = (w[1:] != w[:-1]) | (k[1:] != k[:-1])
     per_worker = np.bincount(w[first], minlength=workers)
     return per_worker.tolist(), int(np.unique(key_hash).size)
+
+
+def run_result(
+    spec: TopologySpec,
+    engine: str,
+    log: TupleLog,
+    workers: int,
+    capacity_history: list[tuple[float, tuple[float, ...]]],
+    *,
+    tuples_in: int,
+    keys: tuple[list[int], int, bool],
+    extra: dict,
+    source_stats: Callable[[float], list[dict]],
+    batches: pa.Table,
+    amend: Callable[[dict], float | None] | None = None,
+) -> RunResult:
+    """The summary (the contract's keys), time series and per-tuple log of a finished run, for either engine.
+
+    `keys` is (distinct keys per worker, distinct keys in all, exact); `source_stats(duration_s)` gives each
+    source's node stats; `amend(summary)` adds the engine's own fields before the headroom is judged and returns
+    the engine's transit p99 in ms, if it measured one.
+    """
+    lines = timelines(log, workers)
+    start = float(log.arrival_s.min()) if len(log) else 0.0
+    end = float(log.finish_s.max()) if len(log) else 0.0
+    distinct, keys_total, exact = keys
+    summary = summarize(
+        log,
+        grouping=spec.grouping,
+        engine=engine,
+        capacities=effective_capacities(capacity_history, start, end).tolist(),
+        sources=spec.sources,
+        tuples_in=tuples_in,
+        distinct_keys=distinct,
+        keys_total=keys_total,
+        exact=exact,
+        extra=extra,
+        worker_timelines=lines,
+    )
+    transit_p99_ms = amend(summary) if amend is not None else None
+    attach(summary, engine, spec.rate, source_stats(summary["duration_s"]), transit_p99_ms)
+    series = timeseries(log, workers, spec.sample_interval_s, worker_timelines=lines)
+    return RunResult(summary, series, log, extras={"batches": batches})

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -32,52 +30,21 @@ import groupings
 from groupings.contract import Controller, Partitioner
 from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
 from topo.extras import batch_table, run_extras
-from topo.headroom import attach
 from topo.metrics import (
     RunResult,
     TupleLog,
     aggregation_cost,
-    effective_capacities,
-    summarize,
-    timelines,
-    timeseries,
 )
 from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
 from topo.model.control import ControlPeriods, Repartition
 from topo.model.inputs import arrival_times, source_seed, source_share
-from topo.outcome import operator_outcome
+from topo.outcome import operator_outcome, run_result
 from topo.queueing import Observer, WorkerPool
 from topo.schedule import MESSAGES, Change
 from topo.spec import TopologySpec
+from topo.streams import StreamLike
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
-
-
-class StreamLike(Protocol):
-    """The fields of a loaded stream (`topo.streams.Stream`) the simulator reads."""
-
-    key_hash: np.ndarray  # uint64 key hash of every message, in seq order
-    ts: np.ndarray | None  # arrival times, if the dataset has them
-    values: np.ndarray | None  # operator input beyond the key, if any
-    meta: dict
-
-
-@dataclass
-class StreamArrays:
-    """A stream given directly as arrays (tests, benchmarks, notebooks)."""
-
-    key_hash: np.ndarray
-    ts: np.ndarray | None = None
-    values: np.ndarray | None = None
-    meta: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.key_hash = np.ascontiguousarray(self.key_hash, dtype=np.uint64)
-
-    @property
-    def messages(self) -> int:
-        """Number of messages."""
-        return len(self.key_hash)
 
 
 class SimSource:
@@ -335,12 +302,6 @@ class Simulation:
         key_hash = self.key_hash[log.seq]
         values = getattr(self.stream, "values", None)
         values = None if values is None else np.asarray(values)[log.seq]
-        distinct, keys_total, exact = operator_outcome(
-            spec.operator, key_hash, log.worker, pool.workers, values, spec.operator_params
-        )
-        lines = timelines(log, pool.workers)
-        start = float(log.arrival_s.min()) if len(log) else 0.0
-        end = float(log.finish_s.max()) if len(log) else 0.0
         aggregation = None
         if spec.aggregate_every_s is not None:
             aggregation = aggregation_cost(log, key_hash, spec.aggregate_every_s)
@@ -354,22 +315,12 @@ class Simulation:
             delegation=None if delegation is None else delegation.stats(),
             aggregation=aggregation,
         )
-        summary = summarize(
-            log,
-            grouping=spec.grouping,
-            engine="sim",
-            capacities=effective_capacities(self.capacity_history, start, end).tolist(),
-            sources=spec.sources,
-            tuples_in=emitted,
-            distinct_keys=distinct,
-            keys_total=keys_total,
-            exact=exact,
-            extra=extra,
-            worker_timelines=lines,
+        return run_result(
+            spec, "sim", log, pool.workers, self.capacity_history, tuples_in=emitted,
+            keys=operator_outcome(spec.operator, key_hash, log.worker, pool.workers, values, spec.operator_params),
+            extra=extra, batches=self._batch_table(),
+            source_stats=lambda duration_s: [source.node.stats(duration_s) for source in self.sources],
         )
-        attach(summary, "sim", spec.rate, [source.node.stats(summary["duration_s"]) for source in self.sources])
-        series = timeseries(log, pool.workers, spec.sample_interval_s, worker_timelines=lines)
-        return RunResult(summary, series, log, extras={"batches": self._batch_table()})
 
     def _batch_table(self) -> pa.Table:
         rows = np.asarray(self.batches, dtype=np.float64).reshape(-1, 7)

@@ -7,6 +7,9 @@ code point), so the same messages give the same arrays whichever way they were b
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Protocol
+
 import numpy as np
 
 from groupings.hashing import hash_keys
@@ -22,6 +25,33 @@ from topo.streamspec import (  # noqa: F401  (re-exported: the public face of st
 from topo.zipf import zipf_p1, zipf_pmf  # noqa: F401  (re-exported)
 
 TOP_KEYS = 10  # how many of the most frequent keys the metadata lists
+
+
+class StreamLike(Protocol):
+    """The fields of a loaded stream (`topo.streams.Stream`) the simulator reads."""
+
+    key_hash: np.ndarray  # uint64 key hash of every message, in seq order
+    ts: np.ndarray | None  # arrival times, if the dataset has them
+    values: np.ndarray | None  # operator input beyond the key, if any
+    meta: dict
+
+
+@dataclass
+class StreamArrays:
+    """A stream given directly as arrays (tests, benchmarks, notebooks)."""
+
+    key_hash: np.ndarray
+    ts: np.ndarray | None = None
+    values: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.key_hash = np.ascontiguousarray(self.key_hash, dtype=np.uint64)
+
+    @property
+    def messages(self) -> int:
+        """Number of messages."""
+        return len(self.key_hash)
 
 
 class Stream:

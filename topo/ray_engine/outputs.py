@@ -10,16 +10,8 @@ import pyarrow as pa
 
 import operators
 from topo.extras import batch_table, run_extras
-from topo.headroom import attach
-from topo.metrics import (
-    RunResult,
-    TupleLog,
-    effective_capacities,
-    summarize,
-    timelines,
-    timeseries,
-)
-from topo.outcome import distinct_keys_per_worker
+from topo.metrics import RunResult, TupleLog
+from topo.outcome import distinct_keys_per_worker, run_result
 from topo.spec import TopologySpec
 
 
@@ -94,9 +86,6 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
     distinct, keys_total = distinct_keys_per_worker(key_hash[log.seq], log.worker, n)
     op = operators.make(spec.operator, **spec.operator_params)
     exact = bool(op.equal(got.state, op.exact(key_hash[sent], sent_values)))
-    lines = timelines(log, n)
-    start = float(log.arrival_s.min()) if len(log) else 0.0
-    end = float(log.finish_s.max()) if len(log) else 0.0
     totals = _sum_counters(got.sources)
     in_flight = [s["node"]["max_in_flight"] for s in got.sources]
     agg = got.aggregator
@@ -135,25 +124,18 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         "controller_pushes": None if got.control is None else got.control["pushes"],
         "emulators": [w["emulator"] for w in got.workers],
     }
-    summary = summarize(
-        log,
-        grouping=spec.grouping,
-        engine="ray",
-        capacities=effective_capacities(got.capacity_history, start, end).tolist(),
-        sources=spec.sources,
-        tuples_in=int(sent.size),
-        distinct_keys=distinct,
-        keys_total=keys_total,
-        exact=exact,
-        extra=extra,
-        worker_timelines=lines,
+
+    def amend(summary: dict) -> float:
+        for row, report in zip(summary["per_worker"], got.workers, strict=True):
+            row["measured_capacity"] = float(report["measured_capacity"]) if spec.cost_ms > 0 else None
+            row["node"] = dict(report["node"])
+            row["incarnations"] = incarnations[row["id"]]
+        transit = [w["transit_ms"] for w in got.workers if w["transit_ms"]["buffers"]]
+        summary["ray"]["transit_ms"] = {q: max((t[q] for t in transit), default=0.0) for q in ("p50", "p99", "max")}
+        return summary["ray"]["transit_ms"]["p99"]
+
+    return run_result(
+        spec, "ray", log, n, got.capacity_history, tuples_in=int(sent.size), keys=(distinct, keys_total, exact),
+        extra=extra, source_stats=lambda duration_s: [s["node"] for s in got.sources],
+        batches=batches_table(got.sources), amend=amend,
     )
-    for row, report in zip(summary["per_worker"], got.workers, strict=True):
-        row["measured_capacity"] = float(report["measured_capacity"]) if spec.cost_ms > 0 else None
-        row["node"] = dict(report["node"])
-        row["incarnations"] = incarnations[row["id"]]
-    transit = [w["transit_ms"] for w in got.workers if w["transit_ms"]["buffers"]]
-    summary["ray"]["transit_ms"] = {q: max((t[q] for t in transit), default=0.0) for q in ("p50", "p99", "max")}
-    attach(summary, "ray", spec.rate, [s["node"] for s in got.sources], summary["ray"]["transit_ms"]["p99"])
-    series = timeseries(log, n, spec.sample_interval_s, worker_timelines=lines)
-    return RunResult(summary, series, log, extras={"batches": batches_table(got.sources)})
