@@ -8,20 +8,24 @@
 - `Controller` (`groupings.control`): the shared function, stepped once per period over the sources' groupings
   (or their snapshots) and the workers' `WorkerReport`.
 - `Delegation`: the worker side of a strategy's feedback (cg's busy/idle signals), one per run.
+- `Adaptive`: a small base an adaptive grouping may start from: checked workers, seed and params, a repr, and
+  the registry's factory.
 
 Engines name no strategy: they take a strategy's parts from the registry and use them through these.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .checks import check_workers
 from .control import Controller
 from .feedback import AckReport
 
-__all__ = ["Controller", "Delegation", "Partitioner", "Replicated"]
+__all__ = ["Adaptive", "Controller", "Delegation", "Partitioner", "Replicated"]
 
 
 @runtime_checkable
@@ -72,3 +76,28 @@ class Delegation(Protocol):
 
     def stats(self) -> dict:
         """Small JSON-able facts about its decisions."""
+
+
+class Adaptive:
+    """What every adaptive grouping repeats, once: its worker count checked, its seed and resolved parameters kept,
+    a repr that shows them, and the factory the registry calls (one instance per source)."""
+
+    name = ""
+
+    def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
+        self.workers = check_workers(workers)
+        self.seed = int(seed)
+        self.params = dict(params)
+
+    @classmethod
+    def factory(cls, workers: int, seed: int, params: Mapping[str, Any], controller: Any = None) -> Adaptive:
+        """The registry's factory; a strategy with a shared controller overrides it to pass the controller on."""
+        return cls(workers, seed, params)
+
+    def shown(self) -> dict:
+        """What the repr shows besides workers and seed (the parameters, by default)."""
+        return self.params
+
+    def __repr__(self) -> str:
+        shown = "".join(f", {k}={v}" for k, v in self.shown().items())
+        return f"{type(self).__name__}(workers={self.workers}, seed={self.seed}{shown})"

@@ -61,7 +61,9 @@ def register(
     seen = [p.name for p in params]
     if len(set(seen)) != len(seen):
         raise ValueError(f"grouping {name} declares a parameter twice: {seen}")
-    origin = f"{getattr(factory, '__module__', '')}.{getattr(factory, '__qualname__', '')}"
+    owner = getattr(factory, "__self__", None)  # a class's factory classmethod names the class, not its base
+    where = owner if isinstance(owner, type) else factory
+    origin = f"{getattr(where, '__module__', '')}.{getattr(where, '__qualname__', '')}"
     old = _ENTRIES.get(name)
     if old is not None and old.origin != origin:  # the same factory again is a module being re-imported
         raise ValueError(f"grouping {name!r} is already registered by {old.origin}")

@@ -46,6 +46,7 @@ import numpy as np
 
 from .. import registry
 from ..checks import as_key_hashes, check_workers, per_worker
+from ..contract import Adaptive
 from ..feedback import AckReport
 from ..params import REPLICAS, Param, at_least_one, fraction, positive, resolve
 from ..ring import build_ring, ring_directory
@@ -116,19 +117,16 @@ PARAMS = (
 )
 
 
-class Fish:
+class Fish(Adaptive):
     """FISH for one source: route keys with `route`, learn each worker's time per tuple from `feedback`."""
 
     name = "fish"
 
     def __init__(self, workers: int, seed: int = 0, params: Mapping[str, Any] | None = None) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-            raise ValueError(f"workers must be a positive integer (got {workers!r})")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValueError(f"seed must be an integer (got {seed!r})")
-        self.workers = int(workers)
-        self.seed = int(seed)
-        self.params = resolve(self.name, PARAMS, self.workers, dict(params or {}))
+        # a Fish made directly (not through the registry) resolves its own parameters
+        super().__init__(workers, seed, resolve(self.name, PARAMS, check_workers(workers), dict(params or {})))
         p = self.params
         counters = new_counters(p["kmax"], p["epoch"], p["alpha"], decay=p["epochs"])
         flags = np.zeros(N_FLAGS, dtype=np.int64)
@@ -263,19 +261,10 @@ class Fish:
         """Copy of N_w: tuples this source sent to each worker."""
         return self._state.sent.copy()
 
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"Fish(workers={self.workers}, seed={self.seed}, {shown})"
-
-
-def _make(workers: int, seed: int, params: Mapping[str, Any], controller: object = None) -> Fish:
-    """A FISH instance for one source (FISH needs no shared controller)."""
-    return Fish(workers, seed, params)
-
 
 registry.register(
     "fish",
-    _make,
+    Fish.factory,
     params=PARAMS,
     doc="FISH: epoch-decayed hot keys, d ring candidates by class, least inferred wait C_w*P_w",
 )

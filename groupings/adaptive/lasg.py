@@ -31,6 +31,7 @@ import numpy as np
 
 from .. import registry
 from ..checks import as_key_hashes, check_now, check_report, check_workers, per_worker
+from ..contract import Adaptive
 from ..feedback import AckReport
 from ..hashing import bucket, mix64
 from ..jit import hot
@@ -133,14 +134,13 @@ def route_lasg(out, choices, cursor, sent):
     cursor[0] = i
 
 
-class LoadAwareShuffle:
+class LoadAwareShuffle(Adaptive):
     """One source's load-aware shuffle grouping: a weighted, shuffled choice array walked round robin."""
 
+    name = "lasg"
+
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
-        self.name = "lasg"
-        self.workers = check_workers(workers)
-        self.seed = int(seed)
-        self.params = dict(params)
+        super().__init__(workers, seed, params)
         self._mode = _MODES[self.params["weights"]]
         self._weights = np.full(self.workers, MAX_WEIGHT, dtype=np.int64)
         self._loads = np.zeros(self.workers)  # last load heard from each worker
@@ -234,18 +234,10 @@ class LoadAwareShuffle:
         """Tuples this source sent to each worker (the messages of a removed worker are dropped)."""
         return self._sent.astype(np.float64)
 
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"LoadAwareShuffle(workers={self.workers}, seed={self.seed}, {shown})"
-
-
-def _make(workers: int, seed: int, params: Mapping[str, Any], controller: Any = None) -> LoadAwareShuffle:
-    return LoadAwareShuffle(workers, seed, params)
-
 
 registry.register(
     "lasg",
-    _make,
+    LoadAwareShuffle.factory,
     params=PARAMS,
     doc="load-aware shuffle grouping (Storm 2.x): shuffled choice array weighted by the workers' queue load",
 )
