@@ -12,6 +12,7 @@ from experiments.partitioning import grow_steps, plot_b_and_m
 from experiments.registry import register
 from groupings import milp
 from groupings.adaptive import gedik_build as gb
+from groupings.adaptive import gedik_cost as gcost
 from topo.zipf import zipf_pmf
 
 # --- Gedik (000), Fig. 4: imbalance and migration against the Zipf exponent -----------------------------------------
@@ -39,7 +40,7 @@ def skew(out: Path, quick: bool) -> dict:
     keys_count, top = (20_000, 8) if quick else (200_000, 10)
     zs = (0.25, 0.5, 0.75, 1.0) if quick else tuple(round(0.1 * i, 1) for i in range(1, 11))
     keys = np.random.default_rng(5).integers(0, 2**64 - 1, keys_count, dtype=np.uint64, endpoint=True)
-    kinds = gb.parse_resources("LCL")
+    kinds = gcost.parse_resources("LCL")
     rows = []
     for z in zs:
         got = grow_means(zipf_pmf(z, keys_count), keys, top, kinds)

@@ -11,6 +11,7 @@ from experiments.gedik_albic import GEDIK_METHODS, grow_means
 from experiments.partitioning import grow_steps
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
+from groupings.adaptive import gedik_cost as gcost
 from topo.zipf import zipf_pmf
 
 RESOURCE_SETS = ("CCL", "LCL", "LLL", "LQL")  # beta_s beta_c beta_n, as in the paper's Table 1
@@ -39,7 +40,7 @@ def resource_scores(keys_count: int, top: int, runs: int) -> dict[str, dict[str,
     for run in range(runs):
         keys = _keys(keys_count, 5 + run)
         for res in RESOURCE_SETS:
-            steps = grow_steps(pmf, keys, top, gb.parse_resources(res))
+            steps = grow_steps(pmf, keys, top, gcost.parse_resources(res))
             for name, rows in steps.items():
                 got = {k: float(np.mean([r[k] for r in rows])) for k in ("b", "m", "b_s", "b_c", "b_n")}
                 got |= {f"{k}_at_top": float(rows[-1][k]) for k in ("b", "m", "b_c")}
@@ -210,7 +211,7 @@ def sigma_scores(keys_count: int, top: int, sigmas: tuple[float, ...], sets: tup
     pmf, keys = zipf_pmf(1.0, keys_count), _keys(keys_count, seed)
     out: dict = {}
     for res in sets:
-        kinds = gb.parse_resources(res)
+        kinds = gcost.parse_resources(res)
         per = [grow_means(pmf, keys, top, kinds, sigma=s) for s in sigmas]
         out[res] = {name: {"b": [p[name][0] for p in per], "m": [p[name][1] for p in per]} for name in GEDIK_METHODS}
     return out

@@ -10,6 +10,7 @@ import groupings
 from experiments.common import markdown_table, pyplot, write_csv
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
+from groupings.adaptive import gedik_cost as gcost
 from groupings.hashing import seeded_hashes
 
 ALPHAS = (1.2, 1.2, 1.2)  # the paper's default balance targets for memory, computation, communication
@@ -17,8 +18,8 @@ ALPHAS = (1.2, 1.2, 1.2)  # the paper's default balance targets for memory, comp
 
 def _scores(pmf: np.ndarray, channel: np.ndarray, n: int, kinds: tuple[int, int, int]) -> tuple[float, float]:
     """Relative imbalance b (Eq. 11) and the communication load ratio r_n of one key -> channel map."""
-    ratios = tuple(gb.imbalance(gb.channel_loads(pmf, channel, n, k)) for k in kinds)
-    return gb.relative_imbalance(ratios, ALPHAS), ratios[2]
+    ratios = tuple(gcost.imbalance(gcost.channel_loads(pmf, channel, n, k)) for k in kinds)
+    return gcost.relative_imbalance(ratios, ALPHAS), ratios[2]
 
 
 METHODS = (*gb.BUILDS, "uniform", "consistent")
@@ -51,13 +52,13 @@ def grow_steps(
             ctl.resize(n)
             ctl.install(ctl.plan(keys, pmf, reason="resize"))
             now[b] = ctl.lookup(keys)
-        ideal = float(gb.beta(kinds[0], pmf).sum()) / n  # L-bar_s (Eq. 10)
+        ideal = float(gcost.beta(kinds[0], pmf).sum()) / n  # L-bar_s (Eq. 10)
         for name, channel in now.items():
             b, r_n = _scores(pmf, channel, n, kinds)
-            moved = float(gb.beta(kinds[0], pmf[maps[name] != channel]).sum())
+            moved = float(gcost.beta(kinds[0], pmf[maps[name] != channel]).sum())
             row = {"n": n, "b": b, "r_n": r_n, "m": moved / ideal}  # relative migration m (Eq. 12)
-            for res, kind, alpha in zip(gb.RESOURCES, kinds, ALPHAS, strict=True):
-                row[f"b_{res}"] = gb.imbalance(gb.channel_loads(pmf, channel, n, kind)) / alpha  # Fig. 3's b_k
+            for res, kind, alpha in zip(gcost.RESOURCES, kinds, ALPHAS, strict=True):
+                row[f"b_{res}"] = gcost.imbalance(gcost.channel_loads(pmf, channel, n, kind)) / alpha  # Fig. 3's b_k
             out[name].append(row)
         maps = now
     return out
@@ -75,7 +76,7 @@ def scaling(out: Path, quick: bool) -> dict:
     pmf = np.arange(1, keys_count + 1, dtype=float) ** -1.0
     pmf /= pmf.sum()
     keys = np.random.default_rng(5).integers(0, 2**64 - 1, keys_count, dtype=np.uint64, endpoint=True)
-    steps = grow_steps(pmf, keys, top, gb.parse_resources("LCL"))
+    steps = grow_steps(pmf, keys, top, gcost.parse_resources("LCL"))
     rows = []
     for i, n in enumerate(range(2, top + 1)):
         row: dict = {"channels": n}

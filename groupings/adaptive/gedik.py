@@ -40,6 +40,7 @@ from ..jit import hot
 from ..lossy import SIZE, SlidingLossyCounter, count, grown
 from ..params import Param, at_least_one, fraction, positive
 from . import gedik_build as gb
+from . import gedik_cost as gcost
 from .gedik_controller import GedikController
 from .gedik_function import lookup_channel
 
@@ -145,7 +146,7 @@ def _alpha_rule(value: float, workers: int, values: Mapping[str, Any]) -> str | 
 
 def _resources_rule(value: str, workers: int, values: Mapping[str, Any]) -> str | None:
     try:
-        gb.parse_resources(value)
+        gcost.parse_resources(value)
     except ValueError as err:
         return str(err)
     return None
@@ -163,7 +164,7 @@ PARAMS = (
     Param("sigma", float, 0.1, fraction, "share of the tolerated imbalance left to untracked keys (delta scaler)"),
     Param("resources", str, "LCL", _resources_rule, "resource functions beta_s beta_c beta_n, each C, L or Q"),
     Param("build", str, "redist", None, "construction algorithm", choices=gb.BUILDS),
-    Param("utility", str, "apm", None, "utility U(rho, gamma) ranking placements", choices=gb.UTILITIES),
+    Param("utility", str, "apm", None, "utility U(rho, gamma) ranking placements", choices=gcost.UTILITIES),
     Param("counters", int, 3, lambda v, n, vs: None if v >= 2 else "must be at least 2", "lossy counters per window"),
     Param(
         "window",

@@ -21,6 +21,7 @@ from ..control import Controller
 from ..feedback import WorkerReport
 from ..lossy import SlidingLossyCounter, merged
 from . import gedik_build as gb
+from . import gedik_cost as gcost
 from .gedik_function import PartitioningFunction, Ring, consistent_only, make_ring, moved_share
 
 
@@ -79,7 +80,7 @@ class GedikController(Controller):
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
         super().__init__(check_workers(workers), seed, float(params["period"]))
         self.params = dict(params)
-        self.kinds = gb.parse_resources(str(params["resources"]))
+        self.kinds = gcost.parse_resources(str(params["resources"]))
         self.alphas = (float(params["alpha_s"]), float(params["alpha_c"]), float(params["alpha_n"]))
         self._rings: dict[int, Ring] = {}
         self._fn = consistent_only(0, self.ring(workers))
@@ -115,7 +116,7 @@ class GedikController(Controller):
         """Eq. 17's tracking threshold for `channels` channels (default: the active ones)."""
         n = self.workers if channels is None else channels
         p = self.params
-        return gb.delta(self.kinds, self.alphas, float(p["sigma"]), n, int(p["domain"]))
+        return gcost.delta(self.kinds, self.alphas, float(p["sigma"]), n, int(p["domain"]))
 
     def eps(self, channels: int | None = None) -> float:
         """The lossy counters' error: eps_share of delta."""
@@ -165,10 +166,10 @@ class GedikController(Controller):
         index = _Index(keys, freqs)
         p, n, cur = self.params, self.workers, self._fn
         sigma, domain = float(p["sigma"]), int(p["domain"])
-        cut = gb.delta(self.kinds, self.alphas, sigma, n, domain)
+        cut = gcost.delta(self.kinds, self.alphas, sigma, n, domain)
         pick = (freqs >= cut - slack) & (freqs > 0) if n > 1 else np.zeros(keys.size, bool)
-        if gb.QUADRATIC in self.kinds and pick.any():
-            cut = gb.refined_delta(self.kinds, self.alphas, sigma, n, domain, freqs[pick])
+        if gcost.QUADRATIC in self.kinds and pick.any():
+            cut = gcost.refined_delta(self.kinds, self.alphas, sigma, n, domain, freqs[pick])
             pick &= freqs >= cut - slack
         order = np.lexsort((keys[pick], -freqs[pick]))  # decreasing frequency, ties by key
         tracked, tf = keys[pick][order], freqs[pick][order]
@@ -212,7 +213,7 @@ class GedikController(Controller):
 
     def _rest_load(self, kind: int, known_f: np.ndarray) -> float:
         unknown, each = self._rest(known_f)
-        return unknown * float(gb.beta(kind, each))
+        return unknown * float(gcost.beta(kind, each))
 
     def _imbalance(self, fn: PartitioningFunction, known: np.ndarray, known_f: np.ndarray) -> float:
         """b (Eq. 11) of `fn`: known keys where it maps them, the rest spread by the ring's shares."""
@@ -220,19 +221,19 @@ class GedikController(Controller):
         shares = fn.ring.shares()
         ratios = []
         for kind in self.kinds:
-            loads = gb.channel_loads(known_f, channels, fn.channels, kind) + self._rest_load(kind, known_f) * shares
-            ratios.append(gb.imbalance(loads))
-        return gb.relative_imbalance(tuple(ratios), self.alphas)
+            loads = gcost.channel_loads(known_f, channels, fn.channels, kind) + self._rest_load(kind, known_f) * shares
+            ratios.append(gcost.imbalance(loads))
+        return gcost.relative_imbalance(tuple(ratios), self.alphas)
 
     def _migration(
         self, a: PartitioningFunction, b: PartitioningFunction, known: np.ndarray, known_f: np.ndarray
     ) -> tuple[float, float]:
         """M (Eq. 9) from a to b and m = M / L-bar_s (Eqs. 10, 12)."""
         kind = self.kinds[0]
-        cost = gb.migration_cost(known_f, a.lookup(known), b.lookup(known), kind)
+        cost = gcost.migration_cost(known_f, a.lookup(known), b.lookup(known), kind)
         rest = self._rest_load(kind, known_f)
         cost += rest * moved_share(a.ring, b.ring)  # untracked keys move where H_c changes owner
-        ideal = (float(gb.beta(kind, known_f).sum()) + rest) / b.channels
+        ideal = (float(gcost.beta(kind, known_f).sum()) + rest) / b.channels
         return cost, (cost / ideal if ideal > 0 else 0.0)
 
     def install(self, plan: Plan, at: float | None = None) -> None:
@@ -277,8 +278,8 @@ class GedikController(Controller):
     def estimated_imbalance(self, keys: np.ndarray, freqs: np.ndarray) -> float:
         """Communication r_n = max/min of the current p on estimated frequencies (untracked keys by ring share)."""
         fn = self._fn
-        loads = gb.channel_loads(freqs, fn.lookup(keys), fn.channels, gb.LINEAR)
-        return gb.imbalance(loads + max(1.0 - float(freqs.sum()), 0.0) * fn.ring.shares())
+        loads = gcost.channel_loads(freqs, fn.lookup(keys), fn.channels, gcost.LINEAR)
+        return gcost.imbalance(loads + max(1.0 - float(freqs.sum()), 0.0) * fn.ring.shares())
 
     def step(self, report: WorkerReport) -> bool:
         """End of a period: merge the counters, and rebuild p when N changed, at first data, or on imbalance."""
