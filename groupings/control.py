@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .feedback import WorkerReport
+from .groupmap import Versions
 
 
 @dataclass
@@ -47,7 +48,7 @@ class MigrationLog:
 class Controller(ABC):
     """One partitioning function shared by every source of a run, rebuilt from measurements each period."""
 
-    def __init__(self, workers: int, seed: int, period_s: float) -> None:
+    def __init__(self, workers: int, seed: int, period_s: float, versions: Versions | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1 (got {workers})")
         if not period_s > 0:
@@ -55,18 +56,26 @@ class Controller(ABC):
         self.workers = workers  # active workers now
         self.seed = seed
         self.period_s = period_s  # how often the engine calls step (seconds of engine time)
-        self.version = 0  # bumped by every installed partitioning function
+        # the partitioning function, current and previous; a controller whose lookup needs only the version
+        # number keeps None as its value
+        self.versions: Versions = Versions(None) if versions is None else versions
         self.sources: list = []  # the source groupings that route with this controller
 
     def attach(self, grouping: object) -> None:
         """A source's grouping joins (it routes with this controller and may hold statistics for it)."""
         self.sources.append(grouping)
 
+    @property
+    def version(self) -> int:
+        """The installed partitioning function's number, bumped by every install."""
+        return self.versions.version
+
     def replica(self) -> Controller:
         """A copy of this controller to ship to the sources (`Replicated.adopt`), without the statistics it was
         stepped with."""
         out = copy.copy(self)
         out.sources = []
+        out.versions = self.versions.copy()  # later installs on either side stay on that side
         return out
 
     @abstractmethod

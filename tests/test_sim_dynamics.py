@@ -131,7 +131,7 @@ class Shift(Controller):
     def step(self, report: WorkerReport) -> bool:
         self.reports.append(report)
         if self.version == 0:
-            self.version = 1
+            self.versions.install(None)
             return True
         return False
 

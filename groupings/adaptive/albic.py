@@ -30,6 +30,7 @@ from .. import registry
 from ..checks import as_key_hashes, check_now, check_report, check_workers
 from ..control import Controller
 from ..feedback import AckReport, WorkerReport
+from ..groupmap import GroupMap
 from ..hashing import seeded_hashes
 from ..milp import allocate, load_distance, node_loads
 from ..params import Param, at_least_one, non_negative, positive
@@ -56,11 +57,10 @@ class AlbicController(Controller):
     """The placement of every key group on a node, rebalanced each period by the allocation MILP."""
 
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
-        super().__init__(check_workers(workers), seed, float(params["period"]))
-        self.params = dict(params)
+        workers = check_workers(workers)
         self.groups = int(params["groups"])
-        self.assignment = (np.arange(self.groups) % self.workers).astype(np.int32)  # spread evenly
-        self._previous: tuple[int, np.ndarray] | None = None
+        super().__init__(workers, seed, float(params["period"]), GroupMap.striped(self.groups, workers))
+        self.params = dict(params)
         self.capacity = np.zeros(self.workers)  # learned tuples per busy second; 0 = not measured yet
         self.events: list[dict] = []  # one row per installed version
         self.solves = 0
@@ -70,18 +70,18 @@ class AlbicController(Controller):
 
     # --- placement and lookup
 
+    @property
+    def assignment(self) -> np.ndarray:
+        """Node of every key group now (the current version of the key-group map)."""
+        return self.versions.current
+
     def placement(self, version: int | None = None) -> np.ndarray:
         """Node of every key group under `version` (default: current); only the current and previous are kept."""
-        if version is None or version == self.version:
-            return self.assignment
-        if self._previous is not None and version == self._previous[0]:
-            return self._previous[1]
-        kept = [self.version] + ([self._previous[0]] if self._previous is not None else [])
-        raise ValueError(f"version {version} is not kept (kept: {kept})")
+        return self.versions.get(version)
 
     def lookup(self, keys: np.ndarray, version: int | None = None) -> np.ndarray:
         """Worker (int32) of each key hash under `version` (default: current); the previous version is kept."""
-        return self.placement(version)[key_groups(keys, self.groups)]
+        return self.versions.lookup(key_groups(keys, self.groups), version)
 
     @property
     def draining(self) -> list[int]:
@@ -156,9 +156,7 @@ class AlbicController(Controller):
     def _install(self, new: np.ndarray, at: float, before: float, after: float, info: dict) -> None:
         """Make `new` the current placement, keeping the one it replaces for lookup."""
         moved = int(np.count_nonzero(new != self.assignment))
-        self._previous = (self.version, self.assignment)
-        self.assignment = new
-        self.version += 1
+        self.versions.install(new)
         self.migrated_groups += moved
         self.last["installed"] = True
         self.events.append(

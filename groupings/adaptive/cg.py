@@ -33,7 +33,6 @@ own map (eventual consistency). Nothing migrates: a moved virtual worker only ch
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -42,8 +41,10 @@ import numpy as np
 
 from .. import registry
 from ..checks import check_report, check_workers, per_worker
+from ..contract import Adaptive
 from ..delegation import DEFAULT_BUSY, DEFAULT_IDLE, DEFAULT_T0, MEASURES, WorkerDelegation
 from ..feedback import AckReport
+from ..groupmap import GroupMap, apportion
 from ..params import Number, Param, at_least_one, eps_param, fraction, positive
 
 
@@ -70,15 +71,13 @@ PARAMS = (
 )
 
 
-class ConsistentGrouping:
+class ConsistentGrouping(Adaptive):
     """One source's CG: PoRC routes keys to virtual workers, the source's own map sends those to workers."""
 
     name = "cg"
 
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
-        self.workers = check_workers(workers)
-        self.seed = int(seed)
-        self.params = dict(params)
+        super().__init__(workers, seed, params)
         self._vw = int(self.params["vw"])
         self._min_vw = int(self.params["min_vw"])
         self._probe = bool(self.params["probe"])
@@ -95,44 +94,29 @@ class ConsistentGrouping:
     def _build(self, total: int, shares: list[int], striped: bool) -> None:
         """Fresh PoRC over `total` virtual workers and a map giving worker w `shares[w]` of them."""
         self._porc = registry.make("porc", workers=total, seed=self.seed, eps=self.params["eps"])
-        self._owner = np.empty(total, dtype=np.int32)  # virtual worker -> worker
-        self._held: list[deque[int]] = [deque() for _ in shares]  # worker -> its virtual workers, oldest first
-        if striped:  # v -> v mod n: equal shares, interleaved
-            for v in range(total):
-                self._give(v, v % len(shares))
-        else:
-            v = 0
-            for w, share in enumerate(shares):
-                for _ in range(share):
-                    self._give(v, w)
-                    v += 1
-
-    def _give(self, v: int, w: int) -> None:
-        """Virtual worker `v` now belongs to worker `w` (the newest it holds)."""
-        self._owner[v] = w
-        self._held[w].append(v)
+        self._map = GroupMap.striped(total, len(shares)) if striped else GroupMap.blocks(shares)
 
     def _move(self, donor: int, receiver: int) -> None:
         """The donor's longest-held virtual worker goes to the receiver; the total never changes."""
-        self._give(self._held[donor].popleft(), receiver)
+        self._map.move(donor, receiver)
         self._counts["moves"] += 1
 
     @property
     def total_virtual_workers(self) -> int:
         """Number of virtual workers (alpha n); pairing and resizing keep it constant."""
-        return int(self._owner.size)
+        return self._map.groups
 
     def virtual_workers(self) -> np.ndarray:
         """How many virtual workers each worker holds in this source's map."""
-        return np.array([len(h) for h in self._held], dtype=np.int64)
+        return self._map.holdings()
 
     def owners(self) -> np.ndarray:
         """Copy of the virtual-to-worker map."""
-        return self._owner.copy()
+        return self._map.current.copy()
 
     def held(self, worker: int) -> list[int]:
         """The virtual workers `worker` holds, in the order it got them."""
-        return list(self._held[worker])
+        return self._map.held(worker)
 
     def virtual_loads(self) -> np.ndarray:
         """Tuples this source sent to each virtual worker (PoRC's local load estimate)."""
@@ -147,7 +131,7 @@ class ConsistentGrouping:
     def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         """Chosen worker (int32) of each 64-bit key hash: PoRC's virtual worker, then its owner in the map."""
         virtual = self._porc.route(keys, now)
-        out = self._owner[virtual]
+        out = self._map.current[virtual]
         if out.size:
             self._sent += np.bincount(out, minlength=self.workers)
         return out
@@ -190,12 +174,13 @@ class ConsistentGrouping:
 
     def _probe_capacity(self, donor: int) -> None:
         """Give one of the busy donor's virtual workers to the worker that reported busy least recently (or never)."""
-        if len(self._held[donor]) <= self._min_vw or self.workers == 1:
+        held = self._map.holdings()
+        if held[donor] <= self._min_vw or self.workers == 1:
             self._counts["refused"] += 1
             return
         target = min(
             (u for u in range(self.workers) if u != donor),
-            key=lambda u: (self._last_busy[u], len(self._held[u]), u),
+            key=lambda u: (self._last_busy[u], held[u], u),
         )
         self._move(donor, target)
         self._counts["probe_moves"] += 1
@@ -204,7 +189,7 @@ class ConsistentGrouping:
         """While both queues have a head, move one virtual worker from the busy head to the idle head."""
         while self._idle and self._busy:
             donor = self._busy.popleft()
-            if len(self._held[donor]) <= self._min_vw:
+            if self._map.holdings()[donor] <= self._min_vw:
                 self._counts["refused"] += 1  # nothing left to give: the signal is dropped
                 continue
             self._move(donor, self._idle.popleft())
@@ -223,37 +208,18 @@ class ConsistentGrouping:
         self._sent = per_worker(self._sent, workers, 0)
         self.workers = workers
         if workers < old:
-            self._leave(workers)
+            self._counts["moves"] += self._map.leave(workers)
         elif self.total_virtual_workers >= workers * self._min_vw:
-            self._join(old)
+            self._counts["moves"] += self._map.join(workers)
         else:
             self._grow(old)
 
-    def _join(self, old: int) -> None:
-        """Each newcomer takes virtual workers from the current largest holder until it has the average."""
-        self._held.extend(deque() for _ in range(self.workers - old))
-        average = self.total_virtual_workers // self.workers
-        for new in range(old, self.workers):
-            while len(self._held[new]) < average:
-                donor = max(range(self.workers), key=lambda u: (len(self._held[u]), -u))
-                self._move(donor, new)
-
-    def _leave(self, remaining: int) -> None:
-        """Each leaving worker's virtual workers go, one at a time, to the remaining worker holding the fewest."""
-        leaving = self._held[remaining:]
-        del self._held[remaining:]
-        for held in reversed(leaving):
-            while held:
-                receiver = min(range(remaining), key=lambda u: (len(self._held[u]), u))
-                self._give(held.popleft(), receiver)
-                self._counts["moves"] += 1
-
     def _grow(self, old: int) -> None:
         """More workers than the layer can serve: alpha per worker, shared as workers held them so far."""
-        weights = [float(len(h)) for h in self._held]
+        weights = self._map.holdings().astype(float).tolist()
         weights += [self.total_virtual_workers / old] * (self.workers - old)
         total = self._vw * self.workers
-        self._build(total, _apportion(weights, total, self._min_vw), striped=False)
+        self._build(total, apportion(weights, total, self._min_vw), striped=False)
         self._counts["rebuilds"] += 1
 
     # --- reporting -----------------------------------------------------------------------------------------
@@ -269,30 +235,6 @@ class ConsistentGrouping:
             "porc": self._porc.stats(),
         }
 
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"ConsistentGrouping(workers={self.workers}, seed={self.seed}, {shown})"
-
-
-def _apportion(weights: list[float], total: int, floor: int) -> list[int]:
-    """Integer shares summing to `total`, each at least `floor`, the rest split by weight (largest remainder)."""
-    spare = total - floor * len(weights)
-    if spare < 0:
-        raise ValueError(f"{total} virtual workers cannot give {len(weights)} workers {floor} each")
-    mass = sum(weights)
-    exact = [w * spare / mass for w in weights] if mass > 0 else [spare / len(weights)] * len(weights)
-    shares = [math.floor(x) for x in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda i: (shares[i] - exact[i], i))
-    for i in by_remainder[: spare - sum(shares)]:
-        shares[i] += 1
-    return [floor + s for s in shares]
-
-
-def _make(workers: int, seed: int, params: Mapping[str, Any], controller: object = None) -> ConsistentGrouping:
-    """A CG instance for one source (CG needs no shared controller)."""
-    return ConsistentGrouping(workers, seed, params)
-
-
 def _make_delegation(workers: int, params: Mapping[str, Any]) -> WorkerDelegation:
     """The worker side of CG, with the same time slot and thresholds as the sources."""
     return WorkerDelegation(
@@ -302,7 +244,7 @@ def _make_delegation(workers: int, params: Mapping[str, Any]) -> WorkerDelegatio
 
 registry.register(
     "cg",
-    _make,
+    ConsistentGrouping.factory,
     params=PARAMS,
     doc="consistent grouping: PoRC over alpha*n virtual workers, a map moved by piggybacked idle/busy signals",
     delegation=_make_delegation,

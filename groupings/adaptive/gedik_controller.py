@@ -19,6 +19,7 @@ import numpy as np
 from ..checks import as_key_hashes, check_workers
 from ..control import Controller
 from ..feedback import WorkerReport
+from ..groupmap import Versions
 from ..lossy import SlidingLossyCounter, merged
 from . import gedik_build as gb
 from . import gedik_cost as gcost
@@ -78,13 +79,12 @@ class GedikController(Controller):
     """One partitioning function shared by all sources, rebuilt from their merged lossy counters."""
 
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any]) -> None:
-        super().__init__(check_workers(workers), seed, float(params["period"]))
+        workers = check_workers(workers)
         self.params = dict(params)
+        self._rings: dict[int, Ring] = {}
+        super().__init__(workers, seed, float(params["period"]), Versions(consistent_only(0, self.ring(workers))))
         self.kinds = gcost.parse_resources(str(params["resources"]))
         self.alphas = (float(params["alpha_s"]), float(params["alpha_c"]), float(params["alpha_n"]))
-        self._rings: dict[int, Ring] = {}
-        self._fn = consistent_only(0, self.ring(workers))
-        self._previous: PartitioningFunction | None = None
         self._queue: np.ndarray | None = None  # queue lengths of the last report, to count arrivals
         self._from_data = False  # whether some version was built from frequencies yet
         self.events: list[dict] = []  # one row per installed version
@@ -101,12 +101,7 @@ class GedikController(Controller):
 
     def function(self, version: int | None = None) -> PartitioningFunction:
         """The partitioning function of `version` (default: current); only the current and previous are kept."""
-        if version is None or version == self._fn.version:
-            return self._fn
-        if self._previous is not None and version == self._previous.version:
-            return self._previous
-        kept = [self._fn.version] + ([self._previous.version] if self._previous is not None else [])
-        raise ValueError(f"version {version} is not kept (kept: {kept})")
+        return self.versions.get(version)
 
     def lookup(self, keys: np.ndarray, version: int | None = None) -> np.ndarray:
         """Channel (int32) of each key hash under `version` (default: current); the previous version is kept."""
@@ -128,7 +123,7 @@ class GedikController(Controller):
         """Workers join or leave at the top index: leaving ones hand their keys over at once (sources must stop
         routing to them now), joining ones get keys at the next step."""
         super().resize(workers)
-        if workers < self._fn.channels:
+        if workers < self.function().channels:
             keys, freqs, slack = self.frequencies()
             self.install(self.plan(keys, freqs, slack, "resize"))
 
@@ -164,7 +159,7 @@ class GedikController(Controller):
         if keys.shape != freqs.shape or (freqs.size and (freqs.min() < 0 or not np.isfinite(freqs).all())):
             raise ValueError("plan takes keys and as many finite non-negative frequencies")
         index = _Index(keys, freqs)
-        p, n, cur = self.params, self.workers, self._fn
+        p, n, cur = self.params, self.workers, self.function()
         sigma, domain = float(p["sigma"]), int(p["domain"])
         cut = gcost.delta(self.kinds, self.alphas, sigma, n, domain)
         pick = (freqs >= cut - slack) & (freqs > 0) if n > 1 else np.zeros(keys.size, bool)
@@ -239,10 +234,9 @@ class GedikController(Controller):
     def install(self, plan: Plan, at: float | None = None) -> None:
         """Make the planned function current (the one before it stays available to `lookup`)."""
         fn = plan.function
-        if fn.version != self._fn.version + 1:
-            raise ValueError(f"plan was made for version {fn.version - 1}, the current one is {self._fn.version}")
-        self._previous, self._fn = self._fn, fn
-        self.version = fn.version
+        if fn.version != self.version + 1:
+            raise ValueError(f"plan was made for version {fn.version - 1}, the current one is {self.version}")
+        self.versions.install(fn)
         self.last = {
             "version": fn.version,
             "at": at,
@@ -260,7 +254,7 @@ class GedikController(Controller):
 
     def measured_imbalance(self, report: WorkerReport) -> float | None:
         """max/min over active channels of tuples that arrived this period per unit of measured capacity."""
-        n = self._fn.channels
+        n = self.function().channels
         tuples = np.asarray(report.tuples, dtype=np.float64)[:n]
         queue = np.asarray(report.queue_len, dtype=np.float64)[:n]
         before = self._queue[:n] if self._queue is not None and self._queue.size >= n else np.zeros(n)
@@ -277,7 +271,7 @@ class GedikController(Controller):
 
     def estimated_imbalance(self, keys: np.ndarray, freqs: np.ndarray) -> float:
         """Communication r_n = max/min of the current p on estimated frequencies (untracked keys by ring share)."""
-        fn = self._fn
+        fn = self.function()
         loads = gcost.channel_loads(freqs, fn.lookup(keys), fn.channels, gcost.LINEAR)
         return gcost.imbalance(loads + max(1.0 - float(freqs.sum()), 0.0) * fn.ring.shares())
 
@@ -290,7 +284,7 @@ class GedikController(Controller):
             counter.set_eps(target)
         measured = self.measured_imbalance(report)
         keys, freqs, slack = self.frequencies()
-        if self.workers != self._fn.channels:
+        if self.workers != self.function().channels:
             reason = "resize"
         elif keys.size == 0:
             return False
@@ -318,8 +312,8 @@ class GedikController(Controller):
         counters = self._counters()
         return {
             "version": self.version,
-            "channels": self._fn.channels,
-            "explicit_keys": int(self._fn.keys.size),
+            "channels": self.function().channels,
+            "explicit_keys": int(self.function().keys.size),
             "counter_entries": int(sum(c.size for c in counters)),
             "window_items": int(sum(c.seen for c in counters)),
             "delta": self.delta(),
