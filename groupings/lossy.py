@@ -17,9 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import keytable
 from .jit import hot
-
-_FIB = np.uint64(0x9E3779B97F4A7C15)
 
 # columns of Lossy.meta (one row per counter)
 SIZE = 0  # entries in use
@@ -44,7 +43,7 @@ class Lossy(NamedTuple):
     keys: np.ndarray  # uint64[x, cap]: key of each entry
     counts: np.ndarray  # int64[x, cap]: appearance count c_a
     errors: np.ndarray  # int64[x, cap]: error count c_e
-    table: np.ndarray  # int32[x, 2^b >= 2 cap]: entry index of a key, -1 when empty
+    table: np.ndarray  # int32[x, 2^b >= 2 cap]: each counter's index key -> entry (groupings.keytable)
     meta: np.ndarray  # int64[x, N_META]
     clock: np.ndarray  # int64[N_CLOCK]
 
@@ -54,13 +53,6 @@ def width_of(eps: float) -> int:
     if not 0 < eps <= 1:
         raise ValueError(f"lossy counting needs an error eps in (0, 1] (got {eps})")
     return max(1, math.ceil(1.0 / eps - 1e-9))
-
-
-def _table_size(cap: int) -> int:
-    size = 8
-    while size < 2 * cap:
-        size *= 2  # load factor <= 1/2 keeps linear probing short
-    return size
 
 
 def new_lossy(counters: int, lifespan: int, width: int, capacity: int) -> Lossy:
@@ -76,46 +68,16 @@ def new_lossy(counters: int, lifespan: int, width: int, capacity: int) -> Lossy:
         keys=np.zeros((counters, capacity), dtype=np.uint64),
         counts=np.zeros((counters, capacity), dtype=np.int64),
         errors=np.zeros((counters, capacity), dtype=np.int64),
-        table=np.full((counters, _table_size(capacity)), -1, dtype=np.int32),
+        table=keytable.new_table(capacity, rows=counters),
         meta=meta,
         clock=np.array([0, lifespan, width], dtype=np.int64),
     )
 
 
-@hot(inline=True)
-def _home(key, size):
-    return np.int64(((key * _FIB) >> np.uint64(32)) & np.uint64(size - 1))
-
-
-@hot
-def _find(table, keys, r, key):
-    """Entry index of `key` in counter r, or -1."""
-    size = table.shape[1]
-    i = _home(key, size)
-    while True:
-        e = table[r, i]
-        if e < 0 or keys[r, e] == key:
-            return e
-        i = (i + 1) & (size - 1)
-
-
-@hot
-def _index(table, keys, r, e):
-    size = table.shape[1]
-    i = _home(keys[r, e], size)
-    while table[r, i] >= 0:
-        i = (i + 1) & (size - 1)
-    table[r, i] = e
-
-
 @hot
 def reindex(c, r):
     """Rebuild counter r's index from its entries."""
-    table = c.table
-    for i in range(table.shape[1]):
-        table[r, i] = -1
-    for e in range(c.meta[r, SIZE]):
-        _index(table, c.keys, r, e)
+    keytable.rebuild(c.table[r], c.keys[r], c.meta[r, SIZE])
 
 
 @hot
@@ -135,10 +97,9 @@ def _evict(c, r, window):
 
 @hot
 def _restart(c, r):
-    table, meta = c.table, c.meta
-    for i in range(table.shape[1]):
-        table[r, i] = -1
+    meta = c.meta
     meta[r, SIZE] = 0
+    keytable.rebuild(c.table[r], c.keys[r], 0)
     meta[r, SEEN] = 0
     meta[r, WIDTH] = c.clock[NEXT_WIDTH]
     meta[r, WINDOW] = 1
@@ -151,7 +112,7 @@ def _count_in(c, r, key):
     meta = c.meta
     n = meta[r, SEEN] + 1
     meta[r, SEEN] = n
-    e = _find(c.table, c.keys, r, key)
+    e = keytable.find(c.table[r], c.keys[r], key)
     if e >= 0:
         c.counts[r, e] += 1
     else:
@@ -160,7 +121,7 @@ def _count_in(c, r, key):
         c.keys[r, e] = key
         c.counts[r, e] = 1
         c.errors[r, e] = meta[r, WINDOW] - 1
-        _index(c.table, c.keys, r, e)
+        keytable.insert(c.table[r], c.keys[r], e)
     if n % meta[r, WIDTH] == 0:
         _evict(c, r, meta[r, WINDOW])
         meta[r, WINDOW] += 1
@@ -204,7 +165,7 @@ def grown(c: Lossy) -> Lossy:
         keys=np.zeros((x, bigger), dtype=np.uint64),
         counts=np.zeros((x, bigger), dtype=np.int64),
         errors=np.zeros((x, bigger), dtype=np.int64),
-        table=np.full((x, _table_size(bigger)), -1, dtype=np.int32),
+        table=keytable.new_table(bigger, rows=x),
         meta=c.meta,
         clock=c.clock,
     )
@@ -302,7 +263,7 @@ class LossyCounter:
 
     def estimate(self, key: int) -> int:
         """c_a of `key` (0 when not held): between its true count minus eps*n and its true count."""
-        e = _find(self._c.table, self._c.keys, 0, np.uint64(key))
+        e = keytable.find(self._c.table[0], self._c.keys[0], np.uint64(key))
         return int(self._c.counts[0, e]) if e >= 0 else 0
 
     def frequent(self, support: float) -> dict[int, int]:

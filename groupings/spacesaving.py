@@ -12,60 +12,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import keytable
 from .compiled.state import new_summary
 from .jit import hot
 
-_FIB = np.uint64(0x9E3779B97F4A7C15)
-
-# The helpers take the summary's arrays rather than the summary: taking a field out of the tuple inside a hot
-# loop costs a reference-count round trip each time.
-
-
-@hot(inline=True)
-def _home(table, key):
-    # Fibonacci hashing: keeps probing short even for keys that differ only in their high bits
-    return np.int64(((key * _FIB) >> np.uint64(32)) & np.uint64(table.size - 1))
-
-
-@hot
-def _find(table, keys, key):
-    mask = table.size - 1
-    i = _home(table, key)
-    while True:
-        slot = table[i]
-        if slot < 0 or keys[slot] == key:
-            return slot
-        i = (i + 1) & mask
-
-
-@hot
-def _index(table, keys, slot):
-    mask = table.size - 1
-    i = _home(table, keys[slot])
-    while table[i] >= 0:
-        i = (i + 1) & mask
-    table[i] = slot
-
-
-@hot
-def _unindex(table, keys, key):
-    # backward-shift deletion: linear probing stays tombstone-free under constant eviction
-    mask = table.size - 1
-    i = _home(table, key)
-    while keys[table[i]] != key:
-        i = (i + 1) & mask
-    j = i
-    while True:
-        j = (j + 1) & mask
-        slot = table[j]
-        if slot < 0:
-            table[i] = -1
-            return
-        h = _home(table, keys[slot])
-        # the entry at j may fill the hole at i only if its home is not cyclically in (i, j]
-        if (i < j and (h <= i or h > j)) or (i > j and h <= i and h > j):
-            table[i] = slot
-            i = j
+# The index and the helpers take the summary's arrays rather than the summary: taking a field out of the tuple
+# inside a hot loop costs a reference-count round trip each time.
 
 
 @hot
@@ -101,7 +53,7 @@ def _increment(s, slot):
 @hot
 def find(s, key):
     """Counter slot monitoring `key`, or -1 when the key is not monitored."""
-    return _find(s.table, s.keys, key)
+    return keytable.find(s.table, s.keys, key)
 
 
 @hot
@@ -109,17 +61,17 @@ def offer(s, key):
     """Count one occurrence of `key` and return its counter slot (SpaceSaving update)."""
     table, keys, counts = s.table, s.keys, s.counts
     s.meta[1] += 1
-    slot = _find(table, keys, key)
+    slot = keytable.find(table, keys, key)
     if slot < 0:
         # the key takes over the least counter; that counter's count bounds its overestimation
         slot = s.order[0]
         if counts[slot] > 0:
-            _unindex(table, keys, keys[slot])
+            keytable.delete(table, keys, keys[slot])
         else:
             s.meta[0] += 1
         keys[slot] = key
         s.errors[slot] = counts[slot]
-        _index(table, keys, slot)
+        keytable.insert(table, keys, slot)
     _increment(s, slot)
     return slot
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupings.lossy import LossyCounter, SlidingLossyCounter, merged
+from groupings import keytable
+from groupings.lossy import SIZE, LossyCounter, SlidingLossyCounter, merged
 
 _SPREAD = np.uint64(0x9E3779B97F4A7C15)
 
@@ -97,6 +98,22 @@ def test_sliding_window_reads_the_latest_w_to_w_plus_a_stride(counters):
         plain.offer(items[n - sliding.seen : n])
         a, b = sliding.entries(), plain.entries()
         assert np.array_equal(a.keys, b.keys) and np.array_equal(a.counts, b.counts)
+
+
+def test_each_counters_index_finds_exactly_its_entries():
+    """Windows close, counters grow and restart, each on its own row of the index."""
+    items = zipf_items(1.1, 3_000, 20_000, seed=6)
+    sliding = SlidingLossyCounter(3_000, 0.005, counters=3, capacity=8)
+    absent = np.arange(1, 200, dtype=np.uint64)  # not in the stream: its keys are ranks times a large odd number
+    for part in np.array_split(items, 9):
+        sliding.offer(part)
+        c = sliding.lossy
+        for r in range(c.keys.shape[0]):
+            size = int(c.meta[r, SIZE])
+            for e in range(size):
+                assert keytable.find(c.table[r], c.keys[r], c.keys[r, e]) == e
+            assert all(keytable.find(c.table[r], c.keys[r], k) == keytable.EMPTY for k in absent)
+            assert int((c.table[r] >= 0).sum()) == size
 
 
 def test_sliding_window_forgets_the_old_distribution():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupings import SpaceSaving
+from groupings import SpaceSaving, keytable
 from groupings.reference import PySpaceSaving
 
 
@@ -59,6 +59,17 @@ def test_keys_colliding_in_the_index_are_kept_apart():
     items = np.repeat(np.arange(50, dtype=np.uint64) << np.uint64(40), 3)
     np.random.default_rng(0).shuffle(items)
     check_guarantees(np.tile(items, 4), 8)
+
+
+def test_the_index_holds_exactly_the_monitored_keys_after_evictions():
+    items = zipf_items(0.8, 4000, 20_000, seed=3)
+    ss = SpaceSaving(100)
+    for part in np.array_split(items, 10):
+        ss.offer(part)
+        s = ss.summary
+        used = np.flatnonzero(s.counts)
+        assert all(keytable.find(s.table, s.keys, s.keys[slot]) == slot for slot in used)
+        assert int((s.table >= 0).sum()) == used.size
 
 
 def test_same_state_as_the_plain_version():

@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import keytable
 from ..jit import hot
-from ..spacesaving import _find, _index, _unindex
 
 # slots of EpochCounters.meta (int64)
 USED = 0  # counters in use (|K|)
@@ -44,7 +44,7 @@ class EpochCounters(NamedTuple):
     choices: np.ndarray  # int64[kmax]: M_k, most candidates the slot's key was given while hot (0: none yet)
     heap: np.ndarray  # int32[kmax]: slots in use as a min-heap on counts
     where: np.ndarray  # int32[kmax]: position of each slot in the heap
-    table: np.ndarray  # int32[2^b >= 2 kmax]: key -> slot by linear probing, -1 when empty
+    table: np.ndarray  # int32[2^b >= 2 kmax]: key -> slot (groupings.keytable), -1 when empty
     meta: np.ndarray  # int64[N_META]
     mass: np.ndarray  # float64[N_MASS]
 
@@ -55,9 +55,6 @@ def new_counters(kmax: int, epoch: int, alpha: float, decay: bool = True) -> Epo
         raise ValueError(f"epoch counters need kmax >= 1 and epoch >= 1 (got {kmax}, {epoch})")
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"the decay factor alpha must be in [0, 1] (got {alpha})")
-    size = 1
-    while size < 2 * kmax:
-        size *= 2  # load factor <= 1/2 keeps probe sequences short
     meta = np.zeros(N_META, dtype=np.int64)
     meta[EPOCH_LEN] = epoch
     meta[DECAY] = 1 if decay else 0
@@ -69,7 +66,7 @@ def new_counters(kmax: int, epoch: int, alpha: float, decay: bool = True) -> Epo
         choices=np.zeros(kmax, dtype=np.int64),
         heap=np.zeros(kmax, dtype=np.int32),
         where=np.zeros(kmax, dtype=np.int32),
-        table=np.full(size, -1, dtype=np.int32),
+        table=keytable.new_table(kmax),
         meta=meta,
         mass=mass,
     )
@@ -135,7 +132,7 @@ def count(c, key):
     meta[IN_EPOCH] += 1
     meta[SEEN] += 1
     used = meta[USED]
-    slot = _find(table, keys, key)
+    slot = keytable.find(table, keys, key)
     if slot >= 0:
         counts[slot] += 1.0
         _sift_down(c.heap, c.where, counts, used, c.where[slot])
@@ -145,17 +142,17 @@ def count(c, key):
         keys[slot] = key
         counts[slot] = 1.0
         c.choices[slot] = 0
-        _index(table, keys, slot)
+        keytable.insert(table, keys, slot)
         c.heap[used] = slot
         _sift_up(c.heap, c.where, counts, used)
     else:
         # ReplaceMin: the new key inherits the least count plus one, and nothing else (M_k starts afresh)
         slot = c.heap[0]
-        _unindex(table, keys, keys[slot])
+        keytable.delete(table, keys, keys[slot])
         keys[slot] = key
         counts[slot] += 1.0
         c.choices[slot] = 0
-        _index(table, keys, slot)
+        keytable.insert(table, keys, slot)
         _sift_down(c.heap, c.where, counts, used, 0)
         meta[REPLACED] += 1
     mass = c.mass
@@ -175,7 +172,7 @@ def count_all(c, keys):
 @hot
 def lookup(c, key):
     """Counter slot of `key`, or -1 when it is not monitored."""
-    return _find(c.table, c.keys, key)
+    return keytable.find(c.table, c.keys, key)
 
 
 def snapshot(c: EpochCounters) -> dict[int, tuple[float, int]]:

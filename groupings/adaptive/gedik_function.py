@@ -1,7 +1,8 @@
 """Gedik's partitioning function p = <H_p, H_c>: an explicit hash over a consistent hash, and LOOKUP.
 
-H_p maps the tracked keys D_p to their channels (open addressing, O(1)); H_c is a ring of `replicas` points per
-channel, found through a directory of equal arcs so a lookup takes about one step (the paper's bucketing).
+H_p maps the tracked keys D_p to their channels (through a `keytable` index, O(1)); H_c is a ring of `replicas`
+points per channel, found through a directory of equal arcs so a lookup takes about one step (the paper's
+bucketing).
 The ring of N channels holds the points of the ring of N - 1 plus the new channel's, so growing N moves only
 the keys the new channel takes. LOOKUP (Algorithm 1) asks H_p first and falls back to H_c.
 """
@@ -13,13 +14,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import keytable
 from ..checks import as_key_hashes
 from ..compiled.candidates import RING_KEY_SALT
 from ..hashing import bucket, mix64
 from ..jit import hot
 from ..ring import build_ring, ring_directory
 
-_FIB = np.uint64(0x9E3779B97F4A7C15)
 _RING = 2.0**64
 
 
@@ -27,18 +28,14 @@ _RING = 2.0**64
 
 
 class Tables(NamedTuple):
-    """What LOOKUP reads: the explicit hash (open addressing) and the consistent-hash ring with its directory."""
+    """What LOOKUP reads: the explicit hash (an index over D_p) and the consistent-hash ring with its directory."""
 
-    keys: np.ndarray  # uint64[2^b]: key of each explicit-hash slot
-    channels: np.ndarray  # int32[2^b]: its channel, -1 for an empty slot
+    index: np.ndarray  # int32[2^b >= 2R]: key -> its position in `keys` (groupings.keytable), -1 when empty
+    keys: np.ndarray  # uint64[R]: D_p
+    channels: np.ndarray  # int32[R]: H_p of each
     points: np.ndarray  # uint64[P]: sorted ring positions of the channels' replicas
     owners: np.ndarray  # int32[P]: channel of each ring point
     directory: np.ndarray  # int32[2^c]: first ring point at or after the start of each of 2^c equal arcs
-
-
-@hot(inline=True)
-def _slot(key, size):
-    return np.int64(((key * _FIB) >> np.uint64(32)) & np.uint64(size - 1))
 
 
 @hot(inline=True)
@@ -54,16 +51,9 @@ def consistent_channel(key, points, owners, directory):
 @hot(inline=True)
 def lookup_channel(key, t):
     """LOOKUP (Algorithm 1): H_p(key) if the explicit hash holds the key, else H_c(key)."""
-    keys, channels = t.keys, t.channels
-    mask = keys.size - 1
-    i = _slot(key, keys.size)
-    while True:
-        c = channels[i]
-        if c < 0:
-            break
-        if keys[i] == key:
-            return c
-        i = (i + 1) & mask
+    i = keytable.find(t.index, t.keys, key)
+    if i >= 0:
+        return t.channels[i]
     return consistent_channel(key, t.points, t.owners, t.directory)
 
 
@@ -120,22 +110,6 @@ def moved_share(a: Ring, b: Ring) -> float:
     return float(arcs[owner_a != owner_b].sum() / _RING)
 
 
-def _explicit_hash(keys: np.ndarray, channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    size = 8
-    while size < 2 * keys.size:
-        size *= 2  # load factor <= 1/2
-    table_keys = np.zeros(size, dtype=np.uint64)
-    table_channels = np.full(size, -1, dtype=np.int32)
-    slots = ((keys * _FIB) >> np.uint64(32)) & np.uint64(size - 1)
-    for key, c, home in zip(keys.tolist(), channels.tolist(), slots.tolist(), strict=True):
-        i = home
-        while table_channels[i] >= 0:
-            i = (i + 1) & (size - 1)
-        table_keys[i] = key
-        table_channels[i] = c
-    return table_keys, table_channels
-
-
 @dataclass(frozen=True, eq=False)
 class PartitioningFunction:
     """p = <H_p, H_c>: the explicit hash of the tracked keys D_p and the consistent hash over N channels."""
@@ -159,8 +133,9 @@ class PartitioningFunction:
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "placed", placed)
         object.__setattr__(self, "freqs", np.ascontiguousarray(self.freqs, dtype=np.float64))
-        table_keys, table_channels = _explicit_hash(keys, placed)
-        tables = Tables(table_keys, table_channels, self.ring.points, self.ring.owners, self.ring.directory)
+        index = keytable.new_table(keys.size)
+        keytable.rebuild(index, keys, keys.size)
+        tables = Tables(index, keys, placed, self.ring.points, self.ring.owners, self.ring.directory)
         object.__setattr__(self, "tables", tables)
 
     @property

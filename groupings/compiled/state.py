@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..keytable import new_table
 from ..ring import build_ring, ring_directory
 
 # slots of State.counters (int64)
@@ -48,7 +49,7 @@ class Summary(NamedTuple):
     block_start: np.ndarray  # int32[k]: first position of each block
     block_end: np.ndarray  # int32[k]: last position of each block
     free_blocks: np.ndarray  # int32[k]: stack of unused block ids
-    table: np.ndarray  # int32[2^b >= 2k]: open-addressing index key -> slot, -1 when empty
+    table: np.ndarray  # int32[2^b >= 2k]: index key -> slot (groupings.keytable), -1 when empty
     scratch: np.ndarray  # float64[k]: room for the head's frequencies, so routing never allocates
     meta: np.ndarray  # int64[3]: [slots in use, items seen, free blocks on the stack]
 
@@ -70,9 +71,6 @@ def new_summary(capacity: int) -> Summary:
     """Empty SpaceSaving summary with `capacity` counters (0 gives an unused placeholder)."""
     if capacity < 0:
         raise ValueError(f"SpaceSaving capacity must be >= 0 (got {capacity})")
-    table_size = 1
-    while table_size < 2 * capacity:
-        table_size *= 2  # load factor <= 1/2 keeps linear probing short
     k = capacity
     block_end = np.zeros(k, dtype=np.int32)
     if k:
@@ -87,7 +85,7 @@ def new_summary(capacity: int) -> Summary:
         block_start=np.zeros(k, dtype=np.int32),
         block_end=block_end,
         free_blocks=np.arange(k - 1, -1, -1, dtype=np.int32),  # ids k-1 .. 1 free, 1 on top
-        table=np.full(table_size if k else 0, -1, dtype=np.int32),
+        table=new_table(k),
         scratch=np.zeros(k, dtype=np.float64),
         meta=np.array([0, 0, max(k - 1, 0)], dtype=np.int64),
     )
