@@ -1,13 +1,16 @@
-"""The consistent-hashing ring: `replicas` points per bin on the 64-bit circle, fixed for every source."""
+"""The consistent-hashing ring: `replicas` points per bin on the 64-bit circle, fixed for every source, and the
+search for a position's successor on it."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from .hashing import mix64
+from .hashing import bucket, mix64
+from .jit import hot
 
 RING_POINT_SALT = np.uint64(0x52494E47504F494E)  # where bin points sit (apart from key positions and F_i)
+RING_KEY_SALT = np.uint64(0x52494E474B4559)  # a key's ring position, mix64(key, RING_KEY_SALT) (far from F_i's)
 
 
 @njit(cache=True)
@@ -44,3 +47,13 @@ def ring_directory(points: np.ndarray) -> np.ndarray:
         raise ValueError("a ring directory covers at most 2^31 points")
     starts = np.arange(2**bits, dtype=np.uint64) << np.uint64(64 - bits)
     return np.searchsorted(points, starts, side="left").astype(np.int32)
+
+
+@hot(inline=True)
+def successor(position: np.uint64, points: np.ndarray, directory: np.ndarray) -> int:
+    """Index of the first ring point clockwise from `position` (at or after it, else point 0), via the directory."""
+    # the directory gives the first point of the position's arc (its top bits: the size is a power of two)
+    i = directory[bucket(position, directory.size)]
+    while i < points.size and points[i] < position:
+        i += 1
+    return i if i < points.size else 0

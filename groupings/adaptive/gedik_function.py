@@ -16,10 +16,9 @@ import numpy as np
 
 from .. import keytable
 from ..checks import as_key_hashes
-from ..compiled.candidates import RING_KEY_SALT
-from ..hashing import bucket, mix64
+from ..hashing import mix64
 from ..jit import hot
-from ..ring import build_ring, ring_directory
+from ..ring import RING_KEY_SALT, build_ring, ring_directory, successor
 
 _RING = 2.0**64
 
@@ -41,11 +40,7 @@ class Tables(NamedTuple):
 @hot(inline=True)
 def consistent_channel(key, points, owners, directory):
     """H_c(key): the owner of the first ring point clockwise from the key's ring position."""
-    position = mix64(key, RING_KEY_SALT)
-    i = directory[bucket(position, directory.size)]
-    while i < points.size and points[i] < position:
-        i += 1
-    return owners[i if i < points.size else 0]
+    return owners[successor(mix64(key, RING_KEY_SALT), points, directory)]
 
 
 @hot(inline=True)

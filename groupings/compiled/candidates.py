@@ -12,9 +12,9 @@ import numpy as np
 
 from ..hashing import bucket, mix64
 from ..jit import hot
+from ..ring import RING_KEY_SALT, successor
 from .state import MAX_PROBES, OFFSET, D
 
-RING_KEY_SALT = np.uint64(0x52494E474B4559)  # a key's ring position (far from the F_i salts 1, 2, ...)
 _RNG_STEP = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -86,10 +86,5 @@ def random_pair(key, st):
 @hot
 def ring_walk(key, st):
     """Ring points clockwise from the key's position; one full turn reaches every bin."""
-    points, directory = st.ring_points, st.ring_directory
-    position = mix64(key, RING_KEY_SALT)
-    # the key's arc (directory size is a power of two, so this is its top bits), then step to the successor
-    i = directory[bucket(position, directory.size)]
-    while i < points.size and points[i] < position:
-        i += 1
-    return np.uint64(i if i < points.size else 0), points.size
+    points = st.ring_points
+    return np.uint64(successor(mix64(key, RING_KEY_SALT), points, st.ring_directory)), points.size
