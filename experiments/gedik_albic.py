@@ -10,7 +10,7 @@ from experiments.common import markdown_table, pyplot, write_csv
 from experiments.partitioning import METHODS as GEDIK_METHODS
 from experiments.partitioning import grow_steps, plot_b_and_m
 from experiments.registry import register
-from groupings import milp
+from groupings import flux, milp
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost
 from topo.zipf import zipf_pmf
@@ -134,7 +134,7 @@ def periods(out: Path, quick: bool) -> dict:
                 new, _ = milp.allocate(loads, asg, active, kill, None, budget, time_limit=60.0,
                                       node_limit=node_limit)
             elif name == "flux":
-                new = milp.flux(loads, asg, milp.node_loads(loads, asg, nodes), budget)
+                new = flux.flux(loads, asg, milp.node_loads(loads, asg, nodes), budget)
             else:
                 new = asg
             moved = int((new != asg).sum())

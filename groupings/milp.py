@@ -1,4 +1,4 @@
-"""Key group allocation as a Mixed-Integer Linear Program (ALBIC, Madsen et al. 2016, Section 4.3.1), and Flux.
+"""Key group allocation as a Mixed-Integer Linear Program (ALBIC, Madsen et al. 2016, Section 4.3.1).
 
 With current placement q, new placement x, key group loads gLoad_k, node capacity weights s_i, nodes N = A + B
 (B marked for removal) and mean = sum of all load / sum_{i in A} s_i:
@@ -371,45 +371,3 @@ def _program(
     upper = np.concatenate([allowed.ravel().astype(float), np.full(3, np.inf)])
     integrality = np.concatenate([np.ones(nv), np.zeros(3)])
     return c, LinearConstraint(matrix, lo, hi), integrality, Bounds(np.zeros(nv + 3), upper)
-
-
-def flux(
-    loads_per_group: np.ndarray, current_assignment: np.ndarray, node_loads: np.ndarray, max_migrations: int
-) -> np.ndarray:
-    """Flux's rebalancing: pair the most with the least loaded node, the 2nd with the 2nd-last, and so on.
-
-    Each pair moves the largest suitable key group from its more to its less loaded node, suitable meaning it
-    is smaller than the pair's load gap, so the move lowers the load variance. Passes repeat on the
-    updated loads while the budget of `max_migrations` lasts and a pass still moves something.
-    """
-    loads = np.asarray(loads_per_group, dtype=float)
-    assignment = np.array(current_assignment, dtype=np.int64, copy=True)
-    node = np.array(node_loads, dtype=float, copy=True)
-    if loads.shape != assignment.shape or loads.ndim != 1:
-        raise ValueError("loads_per_group and current_assignment must be one-dimensional and of the same length")
-    if max_migrations < 0:
-        raise ValueError(f"max_migrations must be >= 0 (got {max_migrations})")
-    n = node.size
-    moved = 0
-    while moved < max_migrations:
-        order = np.argsort(-node, kind="stable")
-        progress = False
-        for p in range(n // 2):
-            if moved >= max_migrations:
-                break
-            donor, receiver = order[p], order[n - 1 - p]
-            gap = node[donor] - node[receiver]
-            if gap <= 0:
-                break
-            mine = np.flatnonzero((assignment == donor) & (loads < gap) & (loads > 0))
-            if mine.size == 0:
-                continue
-            k = mine[np.argmax(loads[mine])]
-            assignment[k] = receiver
-            node[donor] -= loads[k]
-            node[receiver] += loads[k]
-            moved += 1
-            progress = True
-        if not progress:
-            break
-    return assignment

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groupings.milp import allocate, flux, load_distance, node_loads
+from groupings.flux import flux
+from groupings.milp import allocate, load_distance, node_loads
 
 FAST = 0.15  # seconds per solve where any feasible plan will do (budgets, Lemma 1)
 PROOF = 5.0  # seconds for instances HiGHS proves optimal in well under a second, so quality is not luck
