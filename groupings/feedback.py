@@ -27,10 +27,15 @@ class AckReport:
     service_ms: np.ndarray  # float64: the worker's measured processing time per tuple, recently
     signals: np.ndarray  # int8: INCREASE, DECREASE or NO_SIGNAL, piggybacked by worker delegation
     now: float  # the source's clock when it reads the acks (seconds)
+    # float64: tuples of this source that the ack acknowledges (the acked buffer's size), so that a grouping can
+    # keep the backlog it sees on each channel: tuples it sent there minus tuples acked; zeros when not given
+    acked: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.workers)
-        for name in ("queue_len", "load", "utilization", "service_ms", "signals"):
+        if self.acked is None:
+            object.__setattr__(self, "acked", np.zeros(n))
+        for name in ("queue_len", "load", "utilization", "service_ms", "signals", "acked"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"AckReport.{name} has {len(getattr(self, name))} entries, workers has {n}")
 
@@ -38,7 +43,7 @@ class AckReport:
     def empty(cls, now: float = 0.0) -> AckReport:
         """A report of no acks (a source that has heard nothing yet)."""
         z = np.zeros(0)
-        return cls(np.zeros(0, np.int32), z, z, z, z, np.zeros(0, np.int8), now)
+        return cls(np.zeros(0, np.int32), z, z, z, z, np.zeros(0, np.int8), now, z)
 
     @classmethod
     def of(
@@ -51,6 +56,7 @@ class AckReport:
         service_ms=None,
         signals=None,
         now: float = 0.0,
+        acked=None,
     ) -> AckReport:
         """Build a report from whatever the engine measured; fields not given are zeros (tests, simple engines)."""
         w = np.asarray(workers, dtype=np.int32)
@@ -66,6 +72,7 @@ class AckReport:
             col(service_ms, np.float64),
             col(signals, np.int8),
             float(now),
+            col(acked, np.float64),
         )
 
     def __len__(self) -> int:

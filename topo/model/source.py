@@ -20,6 +20,7 @@ The model follows Flink's network stack (Storm 2's batching is the same idea):
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from groupings.feedback import AckReport
 
-ACK_FIELDS = ("queue_len", "load", "utilization", "service_ms", "signals")
+ACK_FIELDS = ("queue_len", "load", "utilization", "service_ms", "signals", "acked")
 
 
 @dataclass(slots=True)
@@ -89,7 +90,11 @@ class SourceNode:
         self._oldest = np.full(pool, np.inf)  # arrival of each buffer's oldest tuple
         self.in_flight = np.zeros(pool, np.int64)  # buffers sent and not acked, per channel
         self.max_in_flight = np.zeros(pool, np.int64)
-        self._inbox: list[tuple] = []  # (worker, queue_len, load, utilization, service_ms, signal) not yet fed back
+        self._inbox: list[tuple] = []  # (worker, queue_len, load, utilization, service_ms, signal, acked) not fed back
+        # tuples in each buffer in flight, oldest first (a channel's acks come back in send order), and tuples of
+        # buffers released without feedback, which the channel's next ack reports as acked
+        self._sizes: list[deque[int]] = [deque() for _ in range(pool)]
+        self._released = np.zeros(pool, np.int64)
         self.batches = 0  # buffers sent
         self.route_calls = 0
         self.acks = 0
@@ -192,13 +197,17 @@ class SourceNode:
         the grouping's next routing. True if the source should step now (the credit lets a waiting buffer out)."""
         self.in_flight[worker] -= 1
         self.acks += 1
-        self._inbox.append((worker, *fields))
+        acked = self._released[worker] + (self._sizes[worker].popleft() if self._sizes[worker] else 0)
+        self._released[worker] = 0
+        self._inbox.append((worker, *fields, int(acked)))
         waiting = self._held[worker] > 0 and self.in_flight[worker] == self.credits - 1 and self._due(worker, now)
         return bool(self.blocked or waiting or self.done)
 
     def release(self, worker: int) -> None:
         """Give a credit back without feedback (the engine learnt otherwise that the buffer is safe)."""
         self.in_flight[worker] -= 1
+        if self._sizes[worker]:
+            self._released[worker] += self._sizes[worker].popleft()
 
     def resize(self, active: int) -> None:
         """From the next routing on, workers [0, `active`) make up the topology."""
@@ -269,6 +278,7 @@ class SourceNode:
         self._held[w] = len(rest)
         self._oldest[w] = self.arrival[rest[0]] if len(rest) else np.inf
         self.in_flight[w] += 1
+        self._sizes[w].append(len(cut))
         self.max_in_flight[w] = max(self.max_in_flight[w], self.in_flight[w])
         buffer = Buffer(self.index, w, self.batches, cut, now)
         self.batches += 1
@@ -299,7 +309,7 @@ class SourceNode:
 
 
 def ack_report(acks: list[tuple], now: float) -> AckReport:
-    """The AckReport of (worker, queue_len, load, utilization, service_ms, signal) rows, in order."""
+    """The AckReport of (worker, queue_len, load, utilization, service_ms, signal[, acked]) rows, in order."""
     col = list(zip(*acks, strict=True))
     return AckReport(
         workers=np.asarray(col[0], np.int32),
@@ -309,4 +319,5 @@ def ack_report(acks: list[tuple], now: float) -> AckReport:
         service_ms=np.asarray(col[4], np.float64),
         signals=np.asarray(col[5], np.int8),
         now=now,
+        acked=np.asarray(col[6], np.float64) if len(col) > 6 else None,
     )
