@@ -13,12 +13,15 @@ from numba.core.cpu import CPUTargetOptions
 def forget_caches_of_another_layout(root: Path = Path(__file__).parent) -> bool:
     """Drop numba's on-disk caches below `root` when its modules are not the ones that wrote them; True if dropped.
 
-    A cache index pickles the types of its arguments by module path, and numba unpickles it before it checks the
-    source stamp: after modules move (another version in the same checkout), reading it fails with
-    ModuleNotFoundError instead of recompiling. A stamp of the module layout beside the caches tells them apart.
+    Two ways a cache goes stale without numba noticing: a cache index pickles the types of its arguments by module
+    path and is unpickled before the source stamp is checked (after modules move, ModuleNotFoundError instead of a
+    recompile), and a function checks only its own file's stamp, so one that inlined an edited function of another
+    module keeps the old code. A stamp of every module's name and content beside the caches catches both.
     """
-    layout = "\n".join(sorted(str(p.relative_to(root)) for p in root.rglob("*.py")))
-    stamp = hashlib.sha256(layout.encode()).hexdigest()
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    stamp = digest.hexdigest()
     marker = root / "__pycache__" / "numba-layout"
     try:
         if marker.is_file() and marker.read_text() == stamp:

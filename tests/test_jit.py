@@ -1,4 +1,4 @@
-"""numba's on-disk caches survive a change of the package's module layout (they are dropped, not misread)."""
+"""numba's on-disk caches survive a change of the package's modules (they are dropped, not misread)."""
 
 from __future__ import annotations
 
@@ -19,3 +19,17 @@ def test_caches_of_another_layout_are_dropped_once(tmp_path):
     (tmp_path / "b.py").write_text("")  # a module appears: the layout changed
     assert forget_caches_of_another_layout(tmp_path)
     assert not (cache / "a.f-1.py311.nbi").exists()
+
+
+def test_caches_are_dropped_when_any_module_changes(tmp_path):
+    # a compiled caller keeps the inlined code of another module's function: only a content stamp notices the edit
+    (tmp_path / "callee.py").write_text("X = 1\n")
+    (tmp_path / "caller.py").write_text("")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    forget_caches_of_another_layout(tmp_path)
+    (cache / "caller.f-1.py311.nbi").write_bytes(b"index")
+    assert not forget_caches_of_another_layout(tmp_path)
+    (tmp_path / "callee.py").write_text("X = 2\n")
+    assert forget_caches_of_another_layout(tmp_path)
+    assert not (cache / "caller.f-1.py311.nbi").exists()
