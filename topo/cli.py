@@ -28,13 +28,13 @@ class UsageError(Exception):
     """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse prints usage plus a message; the contract is one clear line
         raise UsageError(message)
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults after every option that has one and does not describe it in words; the groupings list as written."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
@@ -62,16 +62,30 @@ def build_parser() -> argparse.ArgumentParser:
     """The option set of docs/design.md, each documented with its unit and default."""
     import groupings
 
-    p = _Parser(
+    p = Parser(
         prog="run_topology.py",
         description="Run one stream topology (sources -> workers) with a chosen grouping and print its summary.",
-        formatter_class=_Formatter,
+        formatter_class=HelpFormatter,
         epilog=groupings_epilog(),
     )
     p.add_argument("--grouping", default="cg", metavar="NAME",
                    help=f"partitioning strategy, one of: {', '.join(groupings.names())}")
     p.add_argument("--engine", default="ray", choices=ENGINES,
                    help="ray = sources and workers as Ray actors (real time); sim = discrete-event simulator (fast)")
+    add_topology_options(p)
+    add_ray_options(p)
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="run directory to write; default: runs/<grouping>-<engine>-<UTC time>")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it already holds a run")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots in the run directory")
+    p.add_argument("--json", action="store_true",
+                   help="print the run summary as one JSON line (the last line of stdout) instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def add_topology_options(p: argparse.ArgumentParser) -> None:
+    """The options that describe a topology and its input, the same for every command that runs one."""
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N", help="number of downstream workers")
     p.add_argument("--sources", type=int, default=2, metavar="S",
                    help="number of upstream sources; the input is shuffled among them")
@@ -130,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "summary counts the keys sent; default: one merge at the end")
     p.add_argument("--sample-interval", type=float, default=None, metavar="SECONDS",
                    help="resolution of the per-worker time series; default: about 200 samples per run")
+
+
+def add_ray_options(p: argparse.ArgumentParser) -> None:
+    """The options that only the Ray engine reads."""
     p.add_argument("--work", default="sleep", choices=("sleep", "cpu"),
                    help="ray engine: a worker spends each tuple's service time (cost-ms / capacity) waiting (sleep: "
                         "dozens fit on two cores) or burning real CPU capped at its share of a core (cpu)")
@@ -159,14 +177,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "
                         "recorded and every node exports them on the port it was started with (ray start "
                         "--metrics-export-port, 8080 in clusters/*.yaml); default: off")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="run directory to write; default: runs/<grouping>-<engine>-<UTC time>")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it already holds a run")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots in the run directory")
-    p.add_argument("--json", action="store_true",
-                   help="print the run summary as one JSON line (the last line of stdout) instead of a table")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
 
 
 def parse_capacities(text: str | None) -> tuple[float, ...] | None:

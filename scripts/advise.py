@@ -1,0 +1,12 @@
+#!/usr/bin/env python3
+"""Which grouping should I use? Run every grouping on one topology in the simulator and rank them; see `--help`."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
+
+from topo.advise import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
