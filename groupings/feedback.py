@@ -78,6 +78,11 @@ class AckReport:
     def __len__(self) -> int:
         return len(self.workers)
 
+    def acked_by(self, workers: int) -> np.ndarray:
+        """Tuples acknowledged per worker [0, workers) (int64): what leaves the backlog a source keeps per channel."""
+        acked = np.bincount(self.workers, weights=np.rint(self.acked), minlength=workers)
+        return acked[:workers].astype(np.int64)
+
 
 @dataclass(frozen=True)
 class WorkerReport:

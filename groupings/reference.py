@@ -2,8 +2,8 @@
 
 They follow the same algorithms with the same hash family, random generator, tie rules, SpaceSaving eviction
 rule and resize rules, so for a given seed they route exactly like the compiled code, one tuple at a time.
-`py_grouping(name, ...)` builds the one for any strategy that has a plain version (the nine compiled ones
-and lasg).
+`py_grouping(name, ...)` builds the one for any strategy that has a plain version (the nine compiled ones,
+lasg and flink_adaptive).
 """
 
 from __future__ import annotations
@@ -346,11 +346,73 @@ class PyLoadAwareShuffle:
         self._rebuild()
 
 
-def py_grouping(name: str, workers: int, seed: int = 0, **params: Any) -> PyGrouping | PyLoadAwareShuffle:
+class PyFlinkAdaptive:
+    """Flink's adaptive partitioner ("flink_adaptive"), one tuple at a time in plain Python."""
+
+    def __init__(self, workers: int, seed: int = 0, **params: Any) -> None:
+        from .params import resolve
+        from .registry import lookup
+
+        self.name, self.n, self.seed = "flink_adaptive", workers, seed
+        self.params = resolve("flink_adaptive", lookup("flink_adaptive").params, workers, params)
+        self.backlog = [0] * workers
+        self.cursor = -1
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Each tuple to the first idle, else the least backlogged (first on ties), of the next channels."""
+        out = []
+        for _ in keys:
+            best = -1
+            for i in range(1, min(self.params["max_traverse"], self.n) + 1):
+                c = (self.cursor + i) % self.n
+                if self.backlog[c] == 0:
+                    best = c
+                    break
+                if best < 0 or self.backlog[c] < self.backlog[best]:
+                    best = c
+            self.backlog[best] += 1
+            self.cursor = best
+            out.append(best)
+        return np.array(out, dtype=np.int32)
+
+    def feedback(self, report: AckReport) -> None:
+        """Acked tuples leave their channel's backlog, never below zero."""
+        self.backlog = [max(0, b - a) for b, a in zip(self.backlog, _acked_by(report, self.n), strict=True)]
+
+    def resize(self, workers: int) -> None:
+        """A newcomer has no backlog; a cursor past the end starts before channel 0 again."""
+        self.backlog = (self.backlog + [0] * workers)[:workers]
+        self.cursor = self.cursor if self.cursor < workers else -1
+        self.n = workers
+
+
+def _acked_by(report: AckReport, workers: int) -> list[int]:
+    """Tuples each worker's acks in the report acknowledge, counted one ack at a time."""
+    acked = [0] * workers
+    for w, a in zip(report.workers.tolist(), report.acked.tolist(), strict=True):
+        acked[w] += round(a)
+    return acked
+
+
+def py_grouping(name: str, workers: int, seed: int = 0, **params: Any) -> Any:
     """The plain Python version of strategy `name`."""
     if name == "lasg":
         return PyLoadAwareShuffle(workers, seed, **params)
+    if name == "flink_adaptive":
+        return PyFlinkAdaptive(workers, seed, **params)
     return PyGrouping(name, workers, seed, **params)
 
 
-REFERENCE_NAMES = ("kg", "sg", "pkg", "potc", "porc", "chbl", "dc", "wc", "rr", "lasg")
+REFERENCE_NAMES = (
+    "kg",
+    "sg",
+    "pkg",
+    "potc",
+    "porc",
+    "chbl",
+    "dc",
+    "wc",
+    "rr",
+    "lasg",
+    "flink_adaptive",
+)

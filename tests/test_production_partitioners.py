@@ -1,14 +1,20 @@
-"""Today's production partitioners: Flink 2.x's adaptive partitioner and the Kafka producer's built-in one.
+"""Today's production partitioners: Flink 2.x's adaptive partitioner.
 
-Both read the backlog a source sees on each channel (tuples sent there minus tuples acked), so the acks must
+It reads the backlog a source sees on each channel (tuples sent there minus tuples acked), so the acks must
 say how many tuples they acknowledge: the first tests check that they do.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
+import groupings
 from groupings.feedback import AckReport
+from groupings.reference import py_grouping
+from topo.dataset import load_stream
 from topo.sim import simulate
 from topo.spec import TopologySpec
 from topo.streams import StreamArrays
@@ -57,3 +63,143 @@ def test_reports_built_without_acked_counts_carry_zeros():
     assert AckReport.of([0, 2], load=[0.1, 0.2]).acked.tolist() == [0.0, 0.0]
     assert AckReport.empty().acked.size == 0
     assert AckReport.of([1], acked=[5]).acked.dtype == np.float64
+
+
+# --- both: registered with the production defaults, and equal to their plain per-tuple versions ------------------
+
+
+NAMES = ["flink_adaptive"]
+DEFAULTS = {
+    "flink_adaptive": {"max_traverse": 4},  # taskmanager.network.adaptive-partitioner.max-traverse-size
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registered_after_lasg_with_the_production_defaults(name):
+    names = groupings.names()
+    assert names.index(name) == names.index("lasg") + 1 + NAMES.index(name)
+    assert {p["name"]: p["default"] for p in groupings.describe(name)["params"]} == DEFAULTS[name]
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("flink_adaptive", {"max_traverse": 1}),
+    ],
+)
+def test_bad_parameters_are_one_line_errors(name, params):
+    with pytest.raises(ValueError) as err:
+        groupings.make(name, 4, **params)
+    assert "\n" not in str(err.value) and next(iter(params)) in str(err.value)
+
+
+ROUTE = hs.tuples(hs.just("route"), hs.integers(0, 250), hs.one_of(hs.none(), hs.floats(0, 0.03)))
+ACKED = hs.lists(hs.tuples(hs.integers(0, 99), hs.integers(0, 60)), max_size=8)  # (worker mod n, tuples acked)
+ACK = hs.tuples(hs.just("ack"), ACKED, hs.floats(0, 0.03))
+RESIZE = hs.tuples(hs.just("resize"), hs.integers(1, 9))
+PARAMS = {
+    "flink_adaptive": hs.fixed_dictionaries({"max_traverse": hs.integers(2, 10)}),
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hs.data())
+def test_equals_the_plain_version_tuple_for_tuple_with_feedback_interleaved(name, data):
+    workers = data.draw(hs.integers(1, 9), label="workers")
+    params = data.draw(PARAMS[name], label="params")
+    seed = data.draw(hs.integers(0, 2**40), label="seed")
+    fast, plain = groupings.make(name, workers, seed=seed, **params), py_grouping(name, workers, seed=seed, **params)
+    clock, n = 0.0, workers
+    for op in data.draw(hs.lists(hs.one_of(ROUTE, ACK, RESIZE), max_size=25), label="ops"):
+        if op[0] == "route":
+            keys = np.arange(op[1], dtype=np.uint64)
+            now = None
+            if op[2] is not None:
+                clock += op[2]
+                now = clock
+            assert np.array_equal(fast.route(keys, now), plain.route(keys, now))
+        elif op[0] == "ack":
+            clock += op[2]
+            report = AckReport.of([w % n for w, _ in op[1]], acked=[a for _, a in op[1]], now=clock)
+            fast.feedback(report)
+            plain.feedback(report)
+        else:
+            n = op[1]
+            fast.resize(n)
+            plain.resize(n)
+    assert fast.backlog().tolist() == plain.backlog
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_any_split_into_pieces_routes_like_the_whole(name):
+    keys = np.arange(5000, dtype=np.uint64)
+    params: dict = {}
+    want = groupings.make(name, 5, seed=3, **params).route(keys, 0.0)
+    g = groupings.make(name, 5, seed=3, **params)
+    got = np.concatenate([g.route(keys[a:b], 0.0) for a, b in ((0, 1), (1, 999), (999, 1000), (1000, 5000))])
+    assert np.array_equal(want, got)
+
+
+# --- flink_adaptive: round robin that walks past backlogged channels ----------------------------------------------
+
+
+def ack_all_but(g, out: np.ndarray, stalled: int, now: float = 0.0) -> None:
+    """Every worker but `stalled` acks what `out` sent it."""
+    sent = np.bincount(out, minlength=g.workers)
+    sent[stalled] = 0
+    acking = np.flatnonzero(sent)
+    g.feedback(AckReport.of(acking, acked=sent[acking], now=now))
+
+
+def test_flink_with_nothing_acked_is_plain_round_robin():
+    g = groupings.make("flink_adaptive", 7)
+    assert np.array_equal(g.route(np.arange(10_000, dtype=np.uint64)), np.arange(10_000) % 7)
+    assert g.stats()["detours"] == 0
+
+
+def test_flink_sends_nothing_to_a_backlogged_channel_while_one_within_reach_is_empty():
+    g = groupings.make("flink_adaptive", 8)
+    first = g.route(np.arange(800, dtype=np.uint64))  # 100 each
+    ack_all_but(g, first, stalled=3)
+    out = []
+    for _ in range(500):
+        out.append(g.route(np.arange(8, dtype=np.uint64)))
+        ack_all_but(g, out[-1], stalled=3)
+    counts = np.bincount(np.concatenate(out), minlength=8)
+    assert counts[3] == 0 and counts.sum() == 4000
+    assert counts.max() - counts[counts > 0].min() <= 8  # the others share evenly
+    assert g.backlog()[3] == 100 and g.stats()["detours"] > 0
+
+
+def test_flink_looks_no_further_than_max_traverse_and_prefers_the_first_on_equal_backlogs():
+    g = groupings.make("flink_adaptive", 8, max_traverse=2)
+    g.route(np.arange(800, dtype=np.uint64))  # 100 each, cursor on channel 7
+    g.feedback(AckReport.of([0, 1, 2, 5], acked=[40, 70, 100, 100]))  # backlogs 60 30 0 100 100 0 100 100
+    # from 7: {0: 60, 1: 30} -> 1; then {2: 0} at once -> 2; then {3: 100, 4: 100} -> 3 (first); {4, 5: 0} -> 5
+    assert g.route(np.arange(4, dtype=np.uint64)).tolist() == [1, 2, 3, 5]
+    wide = groupings.make("flink_adaptive", 8, max_traverse=8)
+    wide.route(np.arange(800, dtype=np.uint64))
+    wide.feedback(AckReport.of([5], acked=[100]))
+    assert wide.route(np.arange(1, dtype=np.uint64)).tolist() == [5]  # 0..4 all backlogged: the walk reaches 5
+
+
+# --- on the engine: exact, and the slow workers get less than a round robin gives them -----------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_in_the_simulator_slow_workers_get_less_and_the_run_stays_exact(name):
+    spec = TopologySpec(
+        grouping=name,
+        workers=4,
+        capacities=(1.0, 1.0, 0.3, 0.3),
+        cost_ms=1.0,
+        rate=2080.0,
+        stream="zipf:z=1.1,keys=5000,messages=16000,seed=7",
+        batch_size=100,
+        linger_ms=5.0,
+    )
+    s = simulate(spec, load_stream(spec.stream)).summary
+    assert s["exact"] is True and s["tuples_processed"] == 16_000
+    share = np.array([w["tuples"] for w in s["per_worker"]]) / 16_000
+    assert share[2:].max() < 0.2 < share[:2].min()  # a round robin gives each 0.25
