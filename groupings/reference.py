@@ -3,7 +3,7 @@
 They follow the same algorithms with the same hash family, random generator, tie rules, SpaceSaving eviction
 rule and resize rules, so for a given seed they route exactly like the compiled code, one tuple at a time.
 `py_grouping(name, ...)` builds the one for any strategy that has a plain version (the nine compiled ones,
-lasg and flink_adaptive).
+lasg, flink_adaptive and kafka_adaptive).
 """
 
 from __future__ import annotations
@@ -386,6 +386,83 @@ class PyFlinkAdaptive:
         self.n = workers
 
 
+class PyKafkaAdaptive:
+    """The Kafka producer's built-in partitioner ("kafka_adaptive"), one tuple at a time in plain Python."""
+
+    def __init__(self, workers: int, seed: int = 0, **params: Any) -> None:
+        from .params import resolve
+        from .registry import lookup
+
+        self.name, self.n, self.seed = "kafka_adaptive", workers, seed
+        self.params = resolve("kafka_adaptive", lookup("kafka_adaptive").params, workers, params)
+        self.batch = self.params["batch"]
+        self.timeout_s = self.params["availability_timeout_ms"] / 1e3
+        self.backlog = [0] * workers
+        self.since = [0.0] * workers
+        self.rng = seed & MASK64
+        self.clock = 0.0
+        self.sticky = -1
+        self.produced = 0
+
+    def _draw(self, k: int) -> int:
+        self.rng = (self.rng + GOLDEN) & MASK64
+        return bucket(mix64(self.rng, 0), k)
+
+    def _next(self) -> int:
+        if not self.params["adaptive"]:
+            return self._draw(self.n)
+        queues = {
+            w: -(-b // self.batch)
+            for w, b in enumerate(self.backlog)
+            if not (self.timeout_s > 0 and b > 0 and self.clock - self.since[w] > self.timeout_s)
+        }
+        if not queues:
+            return self._draw(self.n)
+        top = max(queues.values())
+        r = self._draw(sum(top + 1 - q for q in queues.values()))
+        running = 0
+        for w, q in queues.items():
+            running += top + 1 - q
+            if running > r:
+                return w
+        raise AssertionError("the running sum ends above the draw")
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """Each tuple to the sticky channel; after `batch` tuples there, draw the next one."""
+        if now is not None and now > self.clock:
+            self.clock = now
+        out = []
+        for _ in keys:
+            if self.sticky < 0:
+                self.sticky, self.produced = self._next(), 0
+            w = self.sticky
+            if self.backlog[w] == 0:
+                self.since[w] = self.clock
+            self.backlog[w] += 1
+            self.produced += 1
+            out.append(w)
+            if self.produced >= self.batch:
+                self.sticky, self.produced = self._next(), 0
+        return np.array(out, dtype=np.int32)
+
+    def feedback(self, report: AckReport) -> None:
+        """Acked tuples leave their channel's backlog; an acking channel counts as available from the report's time."""
+        self.clock = max(self.clock, report.now)
+        if not len(report):
+            return
+        self.backlog = [max(0, b - a) for b, a in zip(self.backlog, _acked_by(report, self.n), strict=True)]
+        for w in report.workers.tolist():
+            self.since[w] = report.now
+
+    def resize(self, workers: int) -> None:
+        """A newcomer has no backlog; a sticky channel that left is dropped."""
+        self.backlog = (self.backlog + [0] * workers)[:workers]
+        self.since = (self.since + [self.clock] * workers)[:workers]
+        if self.sticky >= workers:
+            self.sticky, self.produced = -1, 0
+        self.n = workers
+
+
 def _acked_by(report: AckReport, workers: int) -> list[int]:
     """Tuples each worker's acks in the report acknowledge, counted one ack at a time."""
     acked = [0] * workers
@@ -400,6 +477,8 @@ def py_grouping(name: str, workers: int, seed: int = 0, **params: Any) -> Any:
         return PyLoadAwareShuffle(workers, seed, **params)
     if name == "flink_adaptive":
         return PyFlinkAdaptive(workers, seed, **params)
+    if name == "kafka_adaptive":
+        return PyKafkaAdaptive(workers, seed, **params)
     return PyGrouping(name, workers, seed, **params)
 
 
@@ -415,4 +494,5 @@ REFERENCE_NAMES = (
     "rr",
     "lasg",
     "flink_adaptive",
+    "kafka_adaptive",
 )

@@ -24,7 +24,7 @@ ControllerFactory = Callable[[int, int, dict], Any]  # (workers, seed, params) -
 DelegationFactory = Callable[[int, dict], Any]  # (workers, params) -> worker delegation
 
 # names() lists the compiled catalogue first (in its order), then these (when registered), then any other by name
-ADAPTIVE_ORDER = ("cg", "fish", "gedik", "albic", "lasg", "flink_adaptive")
+ADAPTIVE_ORDER = ("cg", "fish", "gedik", "albic", "lasg", "flink_adaptive", "kafka_adaptive")
 COMPILED_PACKAGE = "groupings.compiled."
 
 

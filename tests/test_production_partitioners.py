@@ -1,6 +1,6 @@
-"""Today's production partitioners: Flink 2.x's adaptive partitioner.
+"""Today's production partitioners: Flink 2.x's adaptive partitioner and the Kafka producer's built-in one.
 
-It reads the backlog a source sees on each channel (tuples sent there minus tuples acked), so the acks must
+Both read the backlog a source sees on each channel (tuples sent there minus tuples acked), so the acks must
 say how many tuples they acknowledge: the first tests check that they do.
 """
 
@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import groupings
+from groupings.adaptive.kafka_adaptive import next_channel
 from groupings.feedback import AckReport
 from groupings.reference import py_grouping
 from topo.dataset import load_stream
 from topo.sim import simulate
-from topo.spec import TopologySpec
+from topo.spec import CLI_BATCH_SIZE, TopologySpec
 from topo.streams import StreamArrays
 
 
@@ -68,9 +69,11 @@ def test_reports_built_without_acked_counts_carry_zeros():
 # --- both: registered with the production defaults, and equal to their plain per-tuple versions ------------------
 
 
-NAMES = ["flink_adaptive"]
+NAMES = ["flink_adaptive", "kafka_adaptive"]
 DEFAULTS = {
     "flink_adaptive": {"max_traverse": 4},  # taskmanager.network.adaptive-partitioner.max-traverse-size
+    # batch.size is the command line's buffer; adaptive partitioning on, availability timeout off (Kafka's defaults)
+    "kafka_adaptive": {"batch": CLI_BATCH_SIZE, "adaptive": True, "availability_timeout_ms": 0.0},
 }
 
 
@@ -85,6 +88,9 @@ def test_registered_after_lasg_with_the_production_defaults(name):
     "name, params",
     [
         ("flink_adaptive", {"max_traverse": 1}),
+        ("kafka_adaptive", {"batch": 0}),
+        ("kafka_adaptive", {"availability_timeout_ms": -1}),
+        ("kafka_adaptive", {"adaptive": "maybe"}),
     ],
 )
 def test_bad_parameters_are_one_line_errors(name, params):
@@ -99,6 +105,13 @@ ACK = hs.tuples(hs.just("ack"), ACKED, hs.floats(0, 0.03))
 RESIZE = hs.tuples(hs.just("resize"), hs.integers(1, 9))
 PARAMS = {
     "flink_adaptive": hs.fixed_dictionaries({"max_traverse": hs.integers(2, 10)}),
+    "kafka_adaptive": hs.fixed_dictionaries(
+        {
+            "batch": hs.integers(1, 40),
+            "adaptive": hs.booleans(),
+            "availability_timeout_ms": hs.sampled_from([0.0, 2.0, 10.0]),
+        }
+    ),
 }
 
 
@@ -134,7 +147,7 @@ def test_equals_the_plain_version_tuple_for_tuple_with_feedback_interleaved(name
 @pytest.mark.parametrize("name", NAMES)
 def test_any_split_into_pieces_routes_like_the_whole(name):
     keys = np.arange(5000, dtype=np.uint64)
-    params: dict = {}
+    params = {"batch": 7} if name == "kafka_adaptive" else {}
     want = groupings.make(name, 5, seed=3, **params).route(keys, 0.0)
     g = groupings.make(name, 5, seed=3, **params)
     got = np.concatenate([g.route(keys[a:b], 0.0) for a, b in ((0, 1), (1, 999), (999, 1000), (1000, 5000))])
@@ -184,6 +197,59 @@ def test_flink_looks_no_further_than_max_traverse_and_prefers_the_first_on_equal
     assert wide.route(np.arange(1, dtype=np.uint64)).tolist() == [5]  # 0..4 all backlogged: the walk reaches 5
 
 
+# --- kafka_adaptive: sticky batches drawn against the queues ------------------------------------------------------
+
+
+def test_kafka_sticks_to_a_channel_for_exactly_a_batch():
+    g = groupings.make("kafka_adaptive", 6, seed=2, batch=25)
+    out = np.concatenate([g.route(np.arange(k, dtype=np.uint64), 0.0) for k in (3, 400, 97, 500)])
+    runs = out.reshape(-1, 25)
+    assert (runs == runs[:, :1]).all()
+    assert g.stats()["switches"] == 40
+    assert len(set(runs[:, 0].tolist())) == 6
+
+
+def test_kafka_draws_channels_in_proportion_to_max_queue_plus_one_minus_queue():
+    backlog = np.array([0, 10, 30, 20, 25], dtype=np.int64)  # batches queued: 0 1 3 2 3 -> weights 4 3 1 2 1
+    since = np.zeros(5)
+    rng, counts = np.array([12345], dtype=np.uint64), np.zeros(2, dtype=np.int64)
+    draws = [next_channel(backlog, since, 0.0, 10, True, 0.0, rng, counts) for _ in range(44_000)]
+    shares = np.bincount(draws, minlength=5) / len(draws)
+    assert shares == pytest.approx(np.array([4, 3, 1, 2, 1]) / 11, abs=0.01)
+    uniform = [next_channel(backlog, since, 0.0, 10, False, 0.0, rng, counts) for _ in range(20_000)]
+    assert np.bincount(uniform, minlength=5) / 20_000 == pytest.approx(np.full(5, 0.2), abs=0.015)
+
+
+def test_kafka_skips_a_channel_that_has_not_acked_within_the_timeout():
+    backlog = np.array([5, 5, 5], dtype=np.int64)
+    since = np.array([0.0, 0.095, 0.0])  # channels 0 and 2 last heard from at 0, channel 1 at 95 ms
+    rng, counts = np.array([7], dtype=np.uint64), np.zeros(2, dtype=np.int64)
+    draws = {next_channel(backlog, since, 0.1, 10, True, 0.05, rng, counts) for _ in range(200)}
+    assert draws == {1} and counts[1] == 400
+    backlog[1] = 0
+    since[1] = 0.0  # an idle channel is never unavailable, however long ago it was heard from
+    assert {next_channel(backlog, since, 0.1, 10, True, 0.05, rng, counts) for _ in range(200)} == {1}
+    backlog[1] = 5  # every channel stalled: uniform over all of them
+    assert {next_channel(backlog, since, 0.1, 10, True, 0.05, rng, counts) for _ in range(200)} == {0, 1, 2}
+
+
+def test_kafka_availability_timeout_starves_a_stalled_worker_until_it_acks():
+    def run(timeout_ms: float) -> tuple[np.ndarray, np.ndarray]:
+        g = groupings.make("kafka_adaptive", 4, seed=5, batch=10, availability_timeout_ms=timeout_ms)
+        first = g.route(np.arange(400, dtype=np.uint64), 0.0)
+        ack_all_but(g, first, stalled=2, now=0.01)
+        later = []
+        for step in range(1, 40):  # every other worker acks all it gets, 10 ms at a time; worker 2 never does
+            later.append(g.route(np.arange(40, dtype=np.uint64), 0.01 * step))
+            ack_all_but(g, later[-1], stalled=2, now=0.01 * step + 0.005)
+        return first, np.concatenate(later[3:])  # choices made from 30 ms on: worker 2's backlog is 30 ms old
+
+    first, later = run(20.0)
+    assert (first == 2).any() and not (later == 2).any()
+    _, without = run(0.0)
+    assert (without == 2).any()  # its queue lowers its odds, but without the timeout it keeps some
+
+
 # --- on the engine: exact, and the slow workers get less than a round robin gives them -----------------------------
 
 
@@ -198,6 +264,7 @@ def test_in_the_simulator_slow_workers_get_less_and_the_run_stays_exact(name):
         stream="zipf:z=1.1,keys=5000,messages=16000,seed=7",
         batch_size=100,
         linger_ms=5.0,
+        params={"batch": 100} if name == "kafka_adaptive" else {},
     )
     s = simulate(spec, load_stream(spec.stream)).summary
     assert s["exact"] is True and s["tuples_processed"] == 16_000
