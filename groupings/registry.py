@@ -78,8 +78,9 @@ def names() -> list[str]:
 
 
 def lookup(name: Any) -> Entry:
-    """The entry of strategy `name` (case and surrounding blanks ignored); a one-line ValueError if unknown."""
-    entry = _ENTRIES.get(name.strip().lower()) if isinstance(name, str) else None
+    """The entry of strategy `name` (case, surrounding blanks and - for _ ignored, so `flink-adaptive` names
+    `flink_adaptive` as the production systems spell it); a one-line ValueError if unknown."""
+    entry = _ENTRIES.get(name.strip().lower().replace("-", "_")) if isinstance(name, str) else None
     if entry is None:
         raise ValueError(f"unknown grouping {name!r} (valid: {', '.join(names())})")
     return entry

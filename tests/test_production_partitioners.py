@@ -270,3 +270,11 @@ def test_in_the_simulator_slow_workers_get_less_and_the_run_stays_exact(name):
     assert s["exact"] is True and s["tuples_processed"] == 16_000
     share = np.array([w["tuples"] for w in s["per_worker"]]) / 16_000
     assert share[2:].max() < 0.2 < share[:2].min()  # a round robin gives each 0.25
+
+
+def test_production_names_are_accepted_as_the_systems_spell_them():
+    from groupings import registry
+
+    assert registry.lookup("flink-adaptive").name == "flink_adaptive"
+    assert registry.lookup(" Kafka-Adaptive ").name == "kafka_adaptive"
+    assert groupings.make("flink-adaptive", workers=3, seed=1).name == "flink_adaptive"

@@ -229,6 +229,17 @@ def parse_rate(text: str | None, capacities: tuple[float, ...] | None, workers: 
         raise UsageError(f"--rate '{text}': expected tuples per second (e.g. 17600) or 'max'") from None
 
 
+def _canonical(name: str) -> str:
+    """The registered spelling of a grouping's name (`flink-adaptive` -> `flink_adaptive`); unknown names stay as
+    typed, for the check that reports them."""
+    import groupings
+
+    try:
+        return groupings.registry.lookup(name).name
+    except ValueError:
+        return name
+
+
 def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     """Build and validate the topology the options describe."""
     from topo.schedule import parse_capacity_schedule, parse_scale_schedule
@@ -239,7 +250,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     most = max([args.workers, *(int(c.value) for c in scale_schedule)])
     capacity_schedule = parse_capacity_schedule(args.capacity_schedule, most)
     return TopologySpec(
-        grouping=args.grouping, engine=args.engine, workers=args.workers, sources=args.sources,
+        grouping=_canonical(args.grouping), engine=args.engine, workers=args.workers, sources=args.sources,
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
         cost_ms=args.cost_ms, duration=args.duration, seed=args.seed,
         rate=parse_rate(args.rate, parse_capacities(args.capacities), args.workers, args.cost_ms),
