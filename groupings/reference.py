@@ -222,7 +222,14 @@ class PyGrouping:
         return self._send(self._next_rr())
 
     def _pkg(self, key: int) -> int:
-        return self._least(self._hashes(key, 2))
+        if not self.params["distinct"]:
+            return self._least(self._hashes(key, self.params["choices"]))
+        picks: list[int] = []  # Storm's rule: a choice already taken moves on to the next worker
+        for b in self._hashes(key, min(self.params["choices"], self.n)):
+            while b in picks:
+                b = (b + 1) % self.n
+            picks.append(b)
+        return self._least(picks)
 
     def _potc(self, key: int) -> int:
         self.rng = (self.rng + GOLDEN) & MASK64

@@ -36,6 +36,12 @@ def rotated(origin, i, st):
 
 
 @hot
+def picked(origin, i, st):
+    """Candidate i as the locate function left it in the state's picks."""
+    return st.picks[i]
+
+
+@hot
 def ring_successor(origin, i, st):
     """Owner of the i-th ring point clockwise from position `origin`."""
     j = origin + i
@@ -62,6 +68,25 @@ def two_hashes(key, st):
 def d_hashes(key, st):
     """Greedy-d's choices F_1(key) .. F_d(key), with the instance's current d."""
     return key, st.counters[D]
+
+
+@hot
+def distinct_hashes(key, st):
+    """Storm's choices: F_1(key) .. F_d(key) (d at most n), each equal to an earlier one moved on to the next bin."""
+    n = st.loads.size
+    d = min(st.counters[D], n)
+    picks = st.picks
+    for i in range(d):
+        b = np.int64(bucket(mix64(key, np.uint64(i + 1)), n))
+        k = 0
+        while k < i:  # i < d <= n earlier picks: some bin is still free, so this ends
+            if picks[k] == b:
+                b = b + 1 if b + 1 < n else 0
+                k = 0
+            else:
+                k += 1
+        picks[i] = b
+    return key, d
 
 
 @hot

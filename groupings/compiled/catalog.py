@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import registry
-from ..params import COUNTERS, REFRESH, REPLICAS, THETA, eps_param
+from ..params import COUNTERS, REFRESH, REPLICAS, THETA, Param, at_least_one, eps_param
 from ..spacesaving import head_frequencies
 from . import kernels
 from . import state as slot
@@ -18,6 +18,10 @@ from .state import State
 
 def _plain(workers: int, seed: int, params: Mapping[str, Any]) -> State:
     return slot.plain_state(workers, seed)
+
+
+def _pkg_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
+    return slot.pkg_state(workers, seed, params["choices"], params["distinct"])
 
 
 def _porc_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
@@ -79,6 +83,19 @@ _CAPACITY_EPS = eps_param(0.01, "capacity slack: a bin takes a message while its
 
 _DC_EPS = eps_param(1e-4, "imbalance target of FindOptimalChoices")
 
+# the paper's authors let F_1(key) and F_2(key) coincide; Storm's PartialKeyGrouping forces them apart
+_PKG_PARAMS = (
+    Param(
+        "distinct",
+        bool,
+        False,
+        None,
+        "true: a choice equal to an earlier one moves to the next worker (Storm's PartialKeyGrouping); "
+        "false: choices may coincide (the paper's code)",
+    ),
+    Param("choices", int, 2, at_least_one, "hash choices per key, d (Storm takes more than two since STORM-2782)"),
+)
+
 
 def _compiled(name, doc, kernel, prepare=_plain, params=(), stats=_messages, resize=_resize) -> Strategy:
     return Strategy(name, doc, kernel, prepare, resize, params=params, stats=stats)
@@ -87,7 +104,13 @@ def _compiled(name, doc, kernel, prepare=_plain, params=(), stats=_messages, res
 TABLE = (
     _compiled("kg", "key grouping: one hash", kernels.route_kg),
     _compiled("sg", "shuffle grouping: round robin", kernels.route_sg),
-    _compiled("pkg", "partial key grouping: two hashes, least local load", kernels.route_pkg),
+    _compiled(
+        "pkg",
+        "partial key grouping: two hashes, least local load",
+        kernels.route_pkg,
+        _pkg_state,
+        params=_PKG_PARAMS,
+    ),
     _compiled("potc", "power of two random choices per message", kernels.route_potc),
     _compiled(
         "porc",

@@ -6,6 +6,7 @@
     potc  random pair    x least loaded       wc    head: all workers x least loaded
                                               rr    head: all workers x round robin
     (dc, wc, rr: tail keys use two hashes x least loaded, i.e. PKG)
+    (pkg with choices=d: d hashes; with distinct=true: Storm's distinct hashes x least loaded)
 
 Each kernel routes a batch in order, updating the instance's state in place, so a batch gives exactly what
 routing its keys one at a time would. The number of workers is the size of the state's load array, so after
@@ -20,8 +21,10 @@ from ..jit import hot
 from .candidates import (
     all_workers,
     d_hashes,
+    distinct_hashes,
     hash_family,
     one_hash,
+    picked,
     random_pair,
     ring_successor,
     ring_walk,
@@ -31,7 +34,7 @@ from .candidates import (
 )
 from .head import in_head, refresh_choices
 from .selectors import first_with_spare, least_loaded, round_robin
-from .state import D
+from .state import DISTINCT, D
 
 
 @hot
@@ -50,9 +53,16 @@ def route_sg(keys, out, st):
 
 @hot
 def route_pkg(keys, out, st):
-    """Partial key grouping: the less loaded of F_1(key), F_2(key)."""
-    for j in range(keys.size):
-        out[j] = least_loaded(two_hashes, hash_family, keys[j], st)
+    """Partial key grouping: the less loaded of F_1(key), F_2(key), or of d choices, or of Storm's distinct ones."""
+    if st.counters[DISTINCT]:
+        for j in range(keys.size):
+            out[j] = least_loaded(distinct_hashes, picked, keys[j], st)
+    elif st.counters[D] == 2:  # the paper's two choices, which may coincide
+        for j in range(keys.size):
+            out[j] = least_loaded(two_hashes, hash_family, keys[j], st)
+    else:
+        for j in range(keys.size):
+            out[j] = least_loaded(d_hashes, hash_family, keys[j], st)
 
 
 @hot

@@ -28,7 +28,8 @@ NEXT_REFRESH = 8  # message count at which d is recomputed next
 REFRESH = 9  # longest interval between two recomputations of d
 REFRESHES = 10  # how many times d was recomputed
 MAX_PROBES = 11  # probe budget of salted rehashing before the fallback
-N_COUNTERS = 12
+DISTINCT = 12  # 1: a key's hash choices are forced apart, as Storm's PartialKeyGrouping does (pkg)
+N_COUNTERS = 13
 
 # slots of State.params (float64)
 EPS = 0  # capacity slack (PoRC, CH) or imbalance target (D-Choices)
@@ -65,6 +66,7 @@ class State(NamedTuple):
     ring_owner: np.ndarray  # int32[R]: bin that owns each ring point
     ring_directory: np.ndarray  # int32[2^b]: first ring point at or after the start of each of 2^b arcs
     summary: Summary  # heavy-hitter counters (head detection); empty when unused
+    picks: np.ndarray  # int64[d]: one message's candidates, for a candidate set that must see them all at once
 
 
 def new_summary(capacity: int) -> Summary:
@@ -97,6 +99,7 @@ def new_state(
     rng_seed: int = 0,
     ring: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     summary_capacity: int = 0,
+    picks: int = 0,
 ) -> State:
     """Fresh state for `bins` bins: zero loads and counters, optional ring (points, owners, directory), summary."""
     if bins < 1:
@@ -111,6 +114,7 @@ def new_state(
         ring_owner=np.ascontiguousarray(owner, dtype=np.int32),
         ring_directory=np.ascontiguousarray(directory if directory is not None else np.zeros(0), dtype=np.int32),
         summary=new_summary(summary_capacity),
+        picks=np.zeros(picks, dtype=np.int64),
     )
 
 
@@ -126,9 +130,18 @@ def probe_budget(bins: int) -> int:
 
 
 def plain_state(bins: int, seed: int) -> State:
-    """State of a strategy that needs only loads and counters (kg, sg, pkg, potc)."""
+    """State of a strategy that needs only loads and counters (kg, sg, potc)."""
     st = new_state(bins, rng_seed=seed & _MASK64)
     st.counters[OFFSET] = seed % bins  # each source starts its all-workers scans somewhere else
+    return st
+
+
+def pkg_state(bins: int, seed: int, choices: int = 2, distinct: bool = False) -> State:
+    """State of partial key grouping: `choices` hash choices per key, forced apart when `distinct` (Storm's rule)."""
+    st = new_state(bins, rng_seed=seed & _MASK64, picks=choices)
+    st.counters[OFFSET] = seed % bins
+    st.counters[D] = choices
+    st.counters[DISTINCT] = int(distinct)
     return st
 
 
