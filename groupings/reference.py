@@ -3,7 +3,7 @@
 They follow the same algorithms with the same hash family, random generator, tie rules, SpaceSaving eviction
 rule and resize rules, so for a given seed they route exactly like the compiled code, one tuple at a time.
 `py_grouping(name, ...)` builds the one for any strategy that has a plain version (the nine compiled ones,
-lasg, flink_adaptive and kafka_adaptive).
+lasg, flink_adaptive, kafka_adaptive and key_shared).
 """
 
 from __future__ import annotations
@@ -470,6 +470,86 @@ class PyKafkaAdaptive:
         self.n = workers
 
 
+class PyKeyShared:
+    """Pulsar's Key_Shared selector with draining slots ("key_shared"), one tuple at a time in plain Python."""
+
+    SLOT_SALT = 0x4B45595F53484152
+    RING_POINT_SALT = 0x52494E47504F494E
+
+    def __init__(self, workers: int, seed: int = 0, **params: Any) -> None:
+        from .params import resolve
+        from .registry import lookup
+
+        self.name, self.n, self.seed = "key_shared", workers, seed
+        self.params = resolve("key_shared", lookup("key_shared").params, workers, params)
+        self.at, self.owners = self._ring(workers)
+        self.sent, self.acked = [0] * workers, [0] * workers
+        self.drain: dict[int, tuple[int, int]] = {}  # slot -> (worker it drains from, that worker's sent mark)
+        self.last: dict[int, tuple[int, int]] = {}  # slot -> (worker of its last tuple, that worker's sent count)
+
+    def _ring(self, workers: int) -> tuple[list[int], list[int]]:
+        """Sorted slots holding a point, and their owners: the lowest worker with a point there."""
+        owner: dict[int, int] = {}
+        for w in range(workers):
+            for i in range(self.params["points"]):
+                s = bucket(mix64((w << 32) | i, self.RING_POINT_SALT), self.params["slots"])
+                owner[s] = min(owner.get(s, w), w)
+        at = sorted(owner)
+        return at, [owner[s] for s in at]
+
+    @staticmethod
+    def _owner(at: list[int], owners: list[int], s: int) -> int:
+        """Owner of the first point at or after slot s, wrapping to the first point."""
+        i = bisect_left(at, s)
+        return owners[i if i < len(at) else 0]
+
+    def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
+        """The owner of each key's slot, or the worker the slot drains from while its acks are short of the mark."""
+        out = []
+        for k in keys.tolist():
+            s = bucket(mix64(k, self.SLOT_SALT), self.params["slots"])
+            w = self._owner(self.at, self.owners, s)
+            if s in self.drain:
+                d, mark = self.drain[s]
+                if self.acked[d] >= mark:
+                    del self.drain[s]
+                else:
+                    w = d
+            self.sent[w] += 1
+            self.last[s] = (w, self.sent[w])
+            out.append(w)
+        return np.array(out, dtype=np.int32)
+
+    def feedback(self, report: AckReport) -> None:
+        """Tuples acknowledged per worker add up."""
+        for w, a in zip(report.workers.tolist(), report.acked.tolist(), strict=True):
+            self.acked[w] += round(a)
+
+    def resize(self, workers: int) -> None:
+        """Slots whose owner changes drain from the old owner while it holds their unacked tuples, else move."""
+        if workers == self.n:
+            return
+        at, owners = self._ring(workers)
+        drain = {}
+        for s, (last_to, last_mark) in self.last.items():  # a slot never routed has nothing to drain
+            old, new = self._owner(self.at, self.owners, s), self._owner(at, owners, s)
+            d, mark = self.drain.get(s, (-1, 0))
+            if d >= 0 and self.acked[d] < mark and new != d:
+                pass  # still draining, with the mark of the change that started it
+            elif new != old and last_to == old and self.acked[old] < last_mark:
+                d, mark = old, last_mark
+            else:
+                continue
+            if d < workers:  # a worker that left is gone: its slots move at once
+                drain[s] = (d, mark)
+        self.drain = drain
+        self.last = {s: v for s, v in self.last.items() if v[0] < workers}
+        keep = min(workers, self.n)
+        self.sent = self.sent[:keep] + [0] * (workers - keep)
+        self.acked = self.acked[:keep] + [0] * (workers - keep)
+        self.at, self.owners, self.n = at, owners, workers
+
+
 def _acked_by(report: AckReport, workers: int) -> list[int]:
     """Tuples each worker's acks in the report acknowledge, counted one ack at a time."""
     acked = [0] * workers
@@ -486,6 +566,8 @@ def py_grouping(name: str, workers: int, seed: int = 0, **params: Any) -> Any:
         return PyFlinkAdaptive(workers, seed, **params)
     if name == "kafka_adaptive":
         return PyKafkaAdaptive(workers, seed, **params)
+    if name == "key_shared":
+        return PyKeyShared(workers, seed, **params)
     return PyGrouping(name, workers, seed, **params)
 
 
@@ -502,4 +584,5 @@ REFERENCE_NAMES = (
     "lasg",
     "flink_adaptive",
     "kafka_adaptive",
+    "key_shared",
 )
