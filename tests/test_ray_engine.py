@@ -134,7 +134,7 @@ def test_bad_chaos_and_cpu_shares_are_one_line_errors():
 # --- with Ray
 
 
-@pytest.mark.parametrize("grouping", ["kg", "pkg", "fish"])
+@pytest.mark.parametrize("grouping", ["kg", "pkg", "fish", "key_shared"])
 def test_small_runs_are_exact_with_the_simulators_keys(ray_session, grouping):
     spec = TopologySpec(grouping=grouping, workers=2, sources=2, cost_ms=0.0, batch_size=400, max_pending=4)
     stream = zipf_stream(8000)
@@ -148,6 +148,17 @@ def test_small_runs_are_exact_with_the_simulators_keys(ray_session, grouping):
     assert summary["distinct_keys"] == sim["distinct_keys"]
     assert len(result.latency) == 8000 and result.timeseries.num_rows > 0
     assert sorted(result.log.seq.tolist()) == list(range(8000))
+
+
+def test_acks_tell_a_backlog_aware_grouping_every_tuple_it_sent(ray_session):
+    # flink_adaptive's backlog is sent minus acked per channel: at the end of an exact run every tuple was acked
+    spec = TopologySpec(grouping="flink_adaptive", workers=3, sources=2, capacities=(1.0, 1.0, 0.3), cost_ms=0.1,
+                        batch_size=100, max_pending=4)
+    summary = run_ray(spec, zipf_stream(6000)).summary
+    check_run(summary, spec)
+    stats = summary["grouping_stats"]
+    assert len(stats) == 2 and sum(s["messages"] for s in stats) == 6000
+    assert all(s["backlog"] == 0 for s in stats)
 
 
 def test_cg_signals_reach_only_the_source_they_were_addressed_to(ray_session):
