@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -21,15 +20,15 @@ from pathlib import Path
 from topo import advice
 from topo.cli import (
     DEFAULT_LOAD,
-    EXIT_USAGE,
     HelpFormatter,
     Parser,
     UsageError,
     add_ray_options,
     add_topology_options,
+    guarded,
     spec_from_args,
 )
-from topo.spec import SpecError, TopologySpec
+from topo.spec import TopologySpec
 
 ADVICE_FILE, ADVICE_JSON, PARETO_PNG, RUNS_DIR = "advice.md", "advice.json", "pareto.png", "runs"
 DEFAULT_P99_BOUND_MS = 100.0
@@ -197,14 +196,7 @@ def write_advice(directory: Path, args: argparse.Namespace, specs: list[Topology
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    try:
-        return _main(argv)
-    except (UsageError, SpecError) as exc:
-        print(f"advise.py: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("advise.py: interrupted; nothing written", file=sys.stderr)
-        return 130
+    return guarded("advise.py", _main, argv, "nothing written")
 
 
 def _main(argv: list[str] | None) -> int:

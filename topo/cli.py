@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, SpecError, TopologySpec
@@ -269,16 +270,21 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
+def guarded(prog: str, body: Callable[[list[str] | None], int], argv: list[str] | None, kept: str) -> int:
+    """Run a command's body: a user's mistake is one line and exit status 2, an interrupt says what was `kept`."""
     try:
-        return _main(argv)
+        return body(argv)
     except (UsageError, SpecError) as exc:
-        print(f"run_topology.py: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("run_topology.py: interrupted; no run directory written", file=sys.stderr)
+        print(f"{prog}: interrupted; {kept}", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    return guarded("run_topology.py", _main, argv, "no run directory written")
 
 
 def _main(argv: list[str] | None) -> int:
