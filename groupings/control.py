@@ -78,6 +78,10 @@ class Controller(ABC):
         out.versions = self.versions.copy()  # later installs on either side stay on that side
         return out
 
+    def prepare(self) -> None:
+        """Load what the first step needs (a solver, say) before the run's clock starts; nothing by default."""
+        return None
+
     @abstractmethod
     def step(self, report: WorkerReport) -> bool:
         """End of a period: measure, decide, and maybe install a new version; True if the version changed."""

@@ -43,6 +43,11 @@ MAX_VARIABLES = 500  # placement variables above which only a spread of key grou
 GAP = 0.005  # the solver stops once within this share of the mean load of the best possible objective
 
 
+
+def load_solver() -> None:
+    """Import the MILP solver now, so that a real-time controller's first period does not pay for it."""
+    import scipy.optimize  # noqa: F401
+
 def node_loads(
     loads_per_group: np.ndarray, assignment: np.ndarray, nodes: int, node_speed: np.ndarray | None = None
 ) -> np.ndarray:
@@ -215,7 +220,7 @@ def allocate(
     with warnings.catch_warnings():
         # scipy hands HiGHS options it does not list (the absolute gap) over verbatim, with a warning
         warnings.simplefilter("ignore", RuntimeWarning)
-        from scipy.optimize import milp  # scipy.optimize takes 0.2 s to import: only a run that solves pays it
+        from scipy.optimize import milp  # 0.2 to 0.7 s to import: only a run that solves pays it (load_solver)
 
         res = milp(
             c,

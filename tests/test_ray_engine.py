@@ -249,13 +249,14 @@ def test_controller_strategies_push_versions_to_every_source(ray_session, groupi
 
 @pytest.mark.parametrize("grouping", ["pkg", "albic"])
 def test_workers_join_and_leave_by_time_and_by_messages(ray_session, grouping):
-    # a third worker joins at 0.4 s; after 9000 messages it leaves again, and capacities change at 5000 messages
-    schedule = (Change(0.4, "seconds", 3), Change(9000.0, "messages", 2))
+    # a third worker joins at 0.4 s; after 20000 messages (2 s) it leaves again, and capacities change at 5000
+    # messages; albic needs a few of its 0.25 s periods after the join to hand the newcomer key groups
+    schedule = (Change(0.4, "seconds", 3), Change(20000.0, "messages", 2))
     spec = TopologySpec(grouping=grouping, workers=2, sources=2, cost_ms=0.05, rate=10000.0, batch_size=200,
                         scale_schedule=schedule, capacities=(1.0, 1.0, 1.0),
                         capacity_schedule=(Change(5000.0, "messages", (1.0, 0.5, 1.0)),),
                         params={"period": 0.25} if grouping == "albic" else {})
-    result = run_ray(spec, zipf_stream(15000))
+    result = run_ray(spec, zipf_stream(25000))
     summary = result.summary
     check_run(summary, spec)
     joined, left = summary["active_workers"][1:]
@@ -270,7 +271,7 @@ def test_workers_join_and_leave_by_time_and_by_messages(ray_session, grouping):
     if grouping == "pkg":  # albic moves a leaving worker's keys off it over its next periods, within its budget
         assert result.log.arrival_s[third].max() <= left["at_s"] + 0.3
     assert summary["imbalance_active_time"] >= 0 and len(summary["active_seconds"]) == 3
-    assert set(summary) - {"ray"} == set(simulate(spec, zipf_stream(15000)).summary) - {"sim"}
+    assert set(summary) - {"ray"} == set(simulate(spec, zipf_stream(25000)).summary) - {"sim"}
 
 
 def test_network_delay_is_emulated_both_ways(ray_session):

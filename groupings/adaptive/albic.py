@@ -32,7 +32,7 @@ from ..control import Controller
 from ..feedback import AckReport, WorkerReport
 from ..groupmap import GroupMap
 from ..hashing import seeded_hashes
-from ..milp import allocate, load_distance, node_loads
+from ..milp import allocate, load_distance, load_solver, node_loads
 from ..params import Param, at_least_one, non_negative, positive
 
 KEY_GROUP_SALT = 0x4B455947524F5550  # key -> key group: the same for every source and run
@@ -82,6 +82,10 @@ class AlbicController(Controller):
     def lookup(self, keys: np.ndarray, version: int | None = None) -> np.ndarray:
         """Worker (int32) of each key hash under `version` (default: current); the previous version is kept."""
         return self.versions.lookup(key_groups(keys, self.groups), version)
+
+    def prepare(self) -> None:
+        """Import the MILP solver ahead of the run (it takes longer than a short period)."""
+        load_solver()
 
     @property
     def draining(self) -> list[int]:

@@ -35,6 +35,7 @@ class ControlLoop:
         self.sources = sources
         self.workers = workers
         self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
+        self.controller.prepare()  # before the run's clock starts: a period may be shorter than loading a solver
         self.periods = ControlPeriods(self.controller, len(workers), spec.migration_ms_per_key)
         self._stop = threading.Event()
         self._lock = threading.Lock()  # a step and a resize from the driver never overlap
