@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .checks import check_workers
+from .checks import check_now, check_workers
 from .control import Controller
 from .feedback import AckReport
 
@@ -88,6 +88,14 @@ class Adaptive:
         self.workers = check_workers(workers)
         self.seed = int(seed)
         self.params = dict(params)
+        self.clock = 0.0  # the latest engine time seen, from route or from an ack report (never goes back)
+
+    def see(self, now: Any) -> float:
+        """Advance `clock` to `now` (seconds, checked; None leaves it) and return it."""
+        now = check_now(now)
+        if now is not None and now > self.clock:
+            self.clock = now
+        return self.clock
 
     @classmethod
     def factory(cls, workers: int, seed: int, params: Mapping[str, Any], controller: Any = None) -> Adaptive:

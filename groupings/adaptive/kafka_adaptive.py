@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..checks import as_key_hashes, check_now, check_report, check_workers, per_worker
+from ..checks import as_key_hashes, check_report, check_workers, per_worker
 from ..contract import Adaptive
 from ..feedback import AckReport
 from ..hashing import bucket, mix64
@@ -149,15 +149,12 @@ class KafkaAdaptive(Adaptive):
         self._sticky = np.array([-1, 0], dtype=np.int64)  # the channel stuck to (-1: none yet), tuples sent there
         self._rng = np.array([self.seed & _MASK64], dtype=np.uint64)
         self._counts = np.zeros(2, dtype=np.int64)  # switches, and channels left out of a draw as unavailable
-        self._clock = 0.0  # latest engine time seen, from route or from an ack report
         self._messages = 0
 
     def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         """Worker (int32) of each tuple, in order; keys play no part, `now` (seconds) decides availability."""
         keys = as_key_hashes(keys)
-        now = check_now(now)
-        if now is not None and now > self._clock:
-            self._clock = now
+        self.see(now)
         out = np.empty(keys.size, dtype=np.int32)
         if keys.size:
             p = self.params
@@ -165,7 +162,7 @@ class KafkaAdaptive(Adaptive):
                 out,
                 self._backlog,
                 self._since,
-                self._clock,
+                self.clock,
                 p["batch"],
                 p["adaptive"],
                 p["availability_timeout_ms"] / 1e3,
@@ -179,9 +176,7 @@ class KafkaAdaptive(Adaptive):
     def feedback(self, report: AckReport) -> None:
         """Acked tuples leave their channel's backlog; an ack marks its channel available from `report.now`."""
         check_report(report, self.workers)
-        heard_at = check_now(report.now)
-        if heard_at is not None and heard_at > self._clock:
-            self._clock = heard_at
+        self.see(report.now)
         if len(report):
             self._backlog = np.maximum(self._backlog - report.acked_by(self.workers), 0)
             self._since[report.workers] = report.now
@@ -192,7 +187,7 @@ class KafkaAdaptive(Adaptive):
         if workers == self.workers:
             return
         self._backlog = per_worker(self._backlog, workers, 0)
-        self._since = per_worker(self._since, workers, self._clock)
+        self._since = per_worker(self._since, workers, self.clock)
         if self._sticky[0] >= workers:
             self._sticky[:] = (-1, 0)
         self.workers = workers

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..checks import as_key_hashes, check_now, check_report, check_workers, per_worker
+from ..checks import as_key_hashes, check_report, check_workers, per_worker
 from ..contract import Adaptive
 from ..feedback import AckReport
 from ..hashing import bucket, mix64
@@ -148,7 +148,6 @@ class LoadAwareShuffle(Adaptive):
         self._sent = np.zeros(self.workers, dtype=np.int64)
         self._rng = np.array([self.seed & _MASK64], dtype=np.uint64)
         self._cursor = np.array([-1], dtype=np.int64)
-        self._clock = 0.0  # latest engine time seen, from route or from an ack report
         self._tick = 0  # refresh instants are multiples of `refresh`; the weights are those of this one
         self._refreshes = 0
         self._messages = 0
@@ -166,9 +165,7 @@ class LoadAwareShuffle(Adaptive):
 
     def _advance(self, now: float | None) -> None:
         """Refresh the weights if the engine clock passed a refresh instant since the last refresh."""
-        if now is not None and now > self._clock:
-            self._clock = now
-        tick = math.floor(self._clock / self.params["refresh"])
+        tick = math.floor(self.see(now) / self.params["refresh"])
         if tick > self._tick:
             # with fixed loads every weight reaches its bound within MAX_WEIGHT steps: more change nothing
             steps = min(tick - self._tick, MAX_WEIGHT)
@@ -180,7 +177,7 @@ class LoadAwareShuffle(Adaptive):
     def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
         """Worker (int32) of each tuple, in order; keys are ignored. `now` (seconds) may trigger a refresh."""
         keys = as_key_hashes(keys)
-        self._advance(check_now(now))
+        self._advance(now)
         out = np.empty(keys.size, dtype=np.int32)
         if keys.size:
             route_lasg(out, self._choices, self._cursor, self._sent)
@@ -190,9 +187,7 @@ class LoadAwareShuffle(Adaptive):
     def feedback(self, report: AckReport) -> None:
         """Remember the newest load each acking worker reported; it counts at the next refresh."""
         check_report(report, self.workers)
-        heard_at = check_now(report.now)
-        if heard_at is not None and heard_at > self._clock:
-            self._clock = heard_at
+        self.see(report.now)
         if not len(report):
             return
         newest_first = np.asarray(report.workers)[::-1]
