@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 
@@ -25,16 +27,45 @@ def spark():
     session.stop()
 
 
+# experiments whose quick run takes more than about 8 s here (fish-ablations 69 s, ray-heterogeneous 39 s, fish-drift
+# 31 s, the others 9 to 15 s): their tests are marked slow, and the default suite never runs them
+SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift", "sim-vs-ray", "cg-heterogeneity",
+                              "cg-capacity-change", "cg-virtual-workers", "albic-periods"})
+
+
+class QuickRuns(Mapping):
+    """Every registered experiment in quick mode, by name: (its output directory, its numbers), each run the first
+    time a test asks for it and kept for the session (tests of several files read the same runs)."""
+
+    def __init__(self, base) -> None:
+        import experiments
+
+        self.base = base
+        self.names = list(experiments.names())
+        self.done: dict = {}
+
+    def __getitem__(self, name: str):
+        import experiments
+
+        if name not in self.done:
+            out = self.base / name
+            out.mkdir()
+            self.done[name] = (out, experiments.get(name).run(out, True))
+        return self.done[name]
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
 @pytest.fixture(scope="session")
 def outputs(tmp_path_factory, ray_session):
-    """Every registered experiment run once in quick mode, by name: (its output directory, its numbers). The
-    deployment ones use the shared Ray session; tests of several files read the same runs."""
-    import experiments
+    """Quick runs of the registered experiments (`QuickRuns`); the deployment ones use the shared Ray session."""
+    return QuickRuns(tmp_path_factory.mktemp("results"))
 
-    done = {}
-    base = tmp_path_factory.mktemp("results")
-    for name in experiments.names():
-        out = base / name
-        out.mkdir()
-        done[name] = (out, experiments.get(name).run(out, True))
-    return done
+
+def experiment_params(names) -> list:
+    """Experiment names as test parameters, those in SLOW_EXPERIMENTS marked slow."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_EXPERIMENTS else n for n in names]

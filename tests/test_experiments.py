@@ -7,19 +7,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import experiment_params
+
+import experiments
 from groupings.adaptive import gedik_build as gb
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_experiment_writes_csv_png_and_markdown(outputs):
-    for name, (out, numbers) in outputs.items():
-        assert list(out.glob("*.csv")) and list(out.glob("*.png")) and list(out.glob("*.md")), name
-        assert numbers, name
-        # the contract: our numbers next to the paper's
-        assert any("paper" in md.read_text().lower() for md in out.glob("*.md")), name
+@pytest.mark.parametrize("name", experiment_params(experiments.names()))
+def test_every_experiment_writes_csv_png_and_markdown(outputs, name):
+    out, numbers = outputs[name]
+    assert list(out.glob("*.csv")) and list(out.glob("*.png")) and list(out.glob("*.md")), name
+    assert numbers, name
+    # the contract: our numbers next to the paper's
+    assert any("paper" in md.read_text().lower() for md in out.glob("*.md")), name
 
 
+@pytest.mark.slow
 def test_heterogeneity_cg_beats_kg_and_sg(outputs):
     rows = outputs["cg-heterogeneity"][1]
     cg, kg, sg = rows["cg"], rows["kg"], rows["sg"]
@@ -33,6 +39,7 @@ def test_heterogeneity_cg_beats_kg_and_sg(outputs):
     assert all(r["exact"] for r in rows.values())
 
 
+@pytest.mark.slow
 def test_capacity_change_cg_recovers(outputs):
     rows = outputs["cg-capacity-change"][1]
     cg = rows["cg"]
@@ -42,6 +49,7 @@ def test_capacity_change_cg_recovers(outputs):
     assert cg["imbalance"] < rows["sg"]["imbalance"]
 
 
+@pytest.mark.slow
 def test_drift_fish_beats_wc_and_dc_with_little_memory(outputs):
     rows = outputs["fish-drift"][1]
     fish = rows["fish"]
@@ -62,6 +70,7 @@ def test_gedik_balances_better_and_migrates_like_consistent_hashing(outputs):
     assert rows[-1]["consistent_b"] > rows[0]["consistent_b"]
 
 
+@pytest.mark.slow
 def test_ray_deployment_cg_beats_kg_on_capped_workers(outputs):
     rows = outputs["ray-heterogeneous"][1]
     cg, kg = rows["cg"], rows["kg"]

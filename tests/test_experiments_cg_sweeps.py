@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import experiment_params
 
 NAMES = {"cg-eps": "eps", "cg-sources": "sources", "cg-virtual-workers": "virtual_workers"}
 
 
-@pytest.mark.parametrize("name", sorted(NAMES))
+@pytest.mark.parametrize("name", experiment_params(sorted(NAMES)))
 def test_files_written(outputs, name):
     out, numbers = outputs[name]
     stem = NAMES[name]
@@ -54,6 +55,7 @@ def test_sources_keep_imbalance_and_memory(outputs):
         assert abs(math.log10(max(reps)) - math.log10(min(reps))) < 0.15
 
 
+@pytest.mark.slow
 def test_virtual_workers_too_many_converge_slowly(outputs):
     numbers = outputs["cg-virtual-workers"][1]
     assert set(numbers) >= {"5", "10", "1000"}

@@ -23,6 +23,7 @@ def _pairs(numbers: dict, key: str, *cols: str) -> list[tuple]:
 # --- the experiment -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_files_and_paper_comparison(outputs):
     out, numbers = outputs[NAME]
     for f in ("ablations.csv", "ablations.png", "ablations.md"):
@@ -37,6 +38,7 @@ def test_files_and_paper_comparison(outputs):
         assert numbers[key], key
 
 
+@pytest.mark.slow
 def test_epochs_beat_lifetime_counting_on_drifting_data(outputs):
     numbers = outputs[NAME][1]
     for z, n in _pairs(numbers, "epoch", "z", "workers"):
@@ -48,6 +50,7 @@ def test_epochs_beat_lifetime_counting_on_drifting_data(outputs):
         assert life["imbalance"] > 10 * fish["imbalance"]
 
 
+@pytest.mark.slow
 def test_chk_keeps_less_memory_than_wc_at_many_workers(outputs):
     numbers = outputs[NAME][1]
     rows, ns = numbers["strategies"], numbers["workers"]
@@ -60,6 +63,7 @@ def test_chk_keeps_less_memory_than_wc_at_many_workers(outputs):
             assert _cell(rows, z=z, workers=n, variant="fish")["exec_vs_sg"] < 1.02
 
 
+@pytest.mark.slow
 def test_dc_with_a_small_d_trades_balance_for_memory(outputs):
     numbers = outputs[NAME][1]
     rows = numbers["strategies"]
@@ -73,6 +77,7 @@ def test_dc_with_a_small_d_trades_balance_for_memory(outputs):
         assert recent["exec_vs_sg"] < 1.02  # a d from the recent head is enough to balance
 
 
+@pytest.mark.slow
 def test_hwa_beats_fewest_sent_on_heterogeneous_workers(outputs):
     numbers = outputs[NAME][1]
     for n, load in _pairs(numbers, "hwa", "workers", "load"):
@@ -83,6 +88,7 @@ def test_hwa_beats_fewest_sent_on_heterogeneous_workers(outputs):
         assert fewest["imbalance"] > 0.25 > fish["imbalance"]  # capacity-relative: even counts are uneven work
 
 
+@pytest.mark.slow
 def test_consistent_hashing_keeps_less_memory_after_a_resize(outputs):
     numbers = outputs[NAME][1]
     rows = numbers["ch"]

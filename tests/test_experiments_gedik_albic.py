@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from groupings.adaptive import gedik_build as gb
 
 
@@ -26,6 +28,7 @@ def test_gedik_skew_builds_balance_better_than_hashing_at_high_skew(outputs):
         assert len(list(csv.DictReader(f))) == len(n["z"])
 
 
+@pytest.mark.slow
 def test_albic_keeps_a_lower_load_distance_than_flux_within_the_budget(outputs):
     out, n = outputs["albic-periods"]
     for f in ("periods.csv", "periods.png", "periods.md"):
