@@ -270,6 +270,7 @@ print("CONNECTED")
 """
 
 
+@pytest.mark.slow  # starts a second raylet with token authentication: about 45 s on two cores
 def test_multi_node_run_pins_workers_to_the_nodes_offering_their_resource():
     """Head = "fast", second raylet = "slow"; `--placement fast,fast,slow,slow` puts workers 0-1 on the head and 2-3
     on the other node, the summary says so, and the run stays exact; a client with the wrong token is refused.
