@@ -110,7 +110,8 @@ def add_topology_options(p: argparse.ArgumentParser) -> None:
                         "workers serve together, sum(capacities) / cost-ms (max when --cost-ms is 0)")
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="stop emitting after this many seconds of (simulated) time; default: the whole stream")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random choice in the run")
+    p.add_argument("--seed", type=seed_value, default=0, metavar="S",
+                   help="seed of every random choice in the run, an integer >= 0")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="params",
                    help="a grouping parameter, e.g. eps=0.01 or theta=0.02; repeat for several")
     p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE, metavar="TUPLES",
@@ -178,6 +179,17 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                         "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "
                         "recorded and every node exports them on the port it was started with (ray start "
                         "--metrics-export-port, 8080 in clusters/*.yaml); default: off")
+
+
+def seed_value(text: str) -> int:
+    """A --seed: numpy seeds only with whole numbers >= 0, so anything else is refused before a run starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return value
 
 
 def parse_capacities(text: str | None) -> tuple[float, ...] | None:
