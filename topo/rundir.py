@@ -45,13 +45,25 @@ def default_run_dir(grouping: str, engine: str, root: str | Path = "runs") -> Pa
 
 def check_destination(out: Path, overwrite: bool) -> None:
     """Refuse (before any work is done) a destination that would lose an earlier run or cannot be made."""
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"--out {out}: exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise SpecError(f"--out {out}: directory is not empty (pass --overwrite to replace it)")
-    parent = out.resolve().parent
-    if parent.exists() and not os.access(parent, os.W_OK):
-        raise SpecError(f"--out {out}: cannot write into {parent}")
+    out = Path(out)
+    try:
+        if out.exists() and not out.is_dir():
+            raise SpecError(f"--out {out}: exists and is not a directory")
+        if out.is_dir() and any(out.iterdir()) and not overwrite:
+            raise SpecError(f"--out {out}: directory is not empty (pass --overwrite to replace it)")
+    except OSError as exc:
+        raise SpecError(f"--out {out}: cannot read it ({exc.strerror or exc})") from None
+    # the temporary directory goes beside `out`: the nearest existing folder above it must take one
+    base = Path(os.path.abspath(out)).parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise SpecError(f"--out {out}: {base} is not a directory")
+    try:
+        # a real attempt: os.access says yes to root on a read-only mount or in /proc
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=base))
+    except OSError as exc:
+        raise SpecError(f"--out {out}: cannot write into {base} ({exc.strerror or exc})") from None
 
 
 @contextmanager
