@@ -1,6 +1,6 @@
 """Stream datasets on disk: a directory of `part-*.parquet` files plus `_meta.json`.
 
-Columns: `seq` (int64, global order), `key` (string), `ts` (float64 seconds, optional), `value` (optional).
+Columns: `seq` (int64, global order), `key` (string), `ts` (float64 seconds >= 0, optional), `value` (optional).
 Writing is atomic (a temporary directory beside the target, then a rename); reading checks every part and
 turns each problem into a one-line `StreamError` that names the file. `load_stream` opens a stream by name: an
 inline spec (`zipf:...`, `drift:...`) or a dataset directory.
@@ -225,10 +225,22 @@ def _read_part(path: Path) -> pa.Table:
     table = table.set_column(table.schema.get_field_index("key"), "key", pc.cast(key, pa.large_string()))
     table = table.set_column(0, "seq", pc.cast(table.column("seq"), pa.int64()))
     if "ts" in names:
-        table = table.set_column(
-            table.schema.get_field_index("ts"), "ts", pc.cast(table.column("ts"), pa.float64())
-        )
+        ts = pc.cast(table.column("ts"), pa.float64())
+        _check_times(path, ts)
+        table = table.set_column(table.schema.get_field_index("ts"), "ts", ts)
     return table
+
+
+def _check_times(path: Path, ts: pa.ChunkedArray) -> None:
+    """StreamError unless every arrival time is a finite number of seconds >= 0 (NaN would stall a run)."""
+    if not len(ts):
+        return
+    bad = len(ts) - pc.sum(pc.is_finite(ts)).as_py()
+    if bad:
+        raise StreamError(f"{path}: column 'ts' has {bad} NaN or infinite values (expected seconds >= 0)")
+    low = pc.min(ts).as_py()
+    if low < 0:
+        raise StreamError(f"{path}: column 'ts' has negative values (the lowest is {low:g}; expected seconds >= 0)")
 
 
 def find_dataset(path: str | os.PathLike) -> Path:
@@ -311,6 +323,8 @@ def _inline(spec: str | os.PathLike) -> bool:
 def find_stream(spec: str | os.PathLike) -> None:
     """Raise StreamError if `spec` names no stream (an inline spec that does not parse, no dataset directory);
     reads no data, so a caller can check the name before it starts anything costly."""
+    if not os.fspath(spec).strip():  # Path("") would be the current directory
+        raise StreamError("empty stream name (expected a dataset directory or an inline spec such as zipf:z=1.2,...)")
     if _inline(spec):
         parse_stream_spec(os.fspath(spec))
     else:
