@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -77,8 +78,8 @@ def _specs(args: argparse.Namespace) -> list[TopologySpec]:
         raise UsageError("give --rate or --utilization, not both")
     if args.utilization is not None and not 0 < args.utilization <= 10:
         raise UsageError(f"--utilization {args.utilization}: expected a share of capacity in (0, 10]")
-    if args.p99_bound_ms <= 0:
-        raise UsageError(f"--p99-bound-ms {args.p99_bound_ms}: expected milliseconds > 0")
+    if not 0 < args.p99_bound_ms < math.inf:
+        raise UsageError(f"--p99-bound-ms {args.p99_bound_ms}: expected a finite number of milliseconds > 0")
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: expected at least 1")
     if args.confirm < 0:

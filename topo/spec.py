@@ -6,6 +6,7 @@ Units: milliseconds for costs and delays, seconds for durations, tuples per seco
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 DEFAULT_STREAM = "zipf:z=1.2,keys=100000,messages=1000000,seed=7"
@@ -75,24 +76,26 @@ class TopologySpec:
                 raise SpecError(
                     f"--capacities lists {len(self.capacities)} values but --workers is {self.workers}{also}"
                 )
-            if any(not (c > 0) for c in self.capacities):
-                raise SpecError("--capacities must all be positive numbers")
-        if not (self.cost_ms >= 0):
-            raise SpecError(f"--cost-ms must be >= 0 (got {self.cost_ms})")
-        if self.rate is not None and not (self.rate > 0):
-            raise SpecError(f"--rate must be positive (got {self.rate})")
+            if any(not (0 < c < math.inf) for c in self.capacities):
+                raise SpecError("--capacities must all be positive finite numbers")
+        if not (0 <= self.cost_ms < math.inf):
+            raise SpecError(f"--cost-ms must be >= 0 and finite (got {self.cost_ms})")
+        if self.rate is not None and not (0 < self.rate < math.inf):
+            raise SpecError(f"--rate must be positive and finite, or 'max' (got {self.rate})")
         if self.duration is not None and not (self.duration > 0):
             raise SpecError(f"--duration must be positive (got {self.duration})")
         if self.batch_size < 1:
             raise SpecError(f"--batch-size must be at least 1 (got {self.batch_size})")
         if self.max_pending < 1:
             raise SpecError(f"--max-pending must be at least 1 (got {self.max_pending})")
-        if not (self.linger_ms >= 0) or not (self.net_delay_ms >= 0) or not (self.transit_ms >= 0):
-            raise SpecError("--linger-ms, --net-delay-ms and --transit-ms must be >= 0")
+        if not all(0 <= ms < math.inf for ms in (self.linger_ms, self.net_delay_ms, self.transit_ms)):
+            raise SpecError("--linger-ms, --net-delay-ms and --transit-ms must be >= 0 and finite")
         if self.engine == "ray" and self.transit_ms:
             raise SpecError("--transit-ms models Ray's own transit in the simulator; on --engine ray it is real")
-        if not (self.migration_ms_per_key >= 0):
-            raise SpecError(f"--migration-ms-per-key must be >= 0 (got {self.migration_ms_per_key})")
+        if not (0 <= self.migration_ms_per_key < math.inf):
+            raise SpecError(f"--migration-ms-per-key must be >= 0 and finite (got {self.migration_ms_per_key})")
+        if self.sample_interval_s is not None and not (0 < self.sample_interval_s < math.inf):
+            raise SpecError(f"--sample-interval must be positive and finite (got {self.sample_interval_s})")
         if self.aggregate_every_s is not None and not (self.aggregate_every_s > 0):
             raise SpecError(f"--aggregate-every must be positive (got {self.aggregate_every_s})")
         if self.work not in ("sleep", "cpu"):
