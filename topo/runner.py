@@ -20,6 +20,8 @@ from topo.rundir import SPEC_FILE
 from topo.spec import SpecError, TopologySpec
 from topo.streams import Stream, StreamError
 
+CONNECT_TIMEOUT_S = 3.0  # how long check_address waits for a Ray cluster's port to accept a connection
+
 
 @dataclass
 class Prepared:
@@ -36,6 +38,8 @@ def check(spec: TopologySpec) -> None:
         from topo.ray_engine.driver import check_supported
 
         check_supported(spec, spec.work)  # what Ray cannot run yet fails here, before the stream is loaded
+        if spec.address:
+            check_address(spec.address)
     try:
         operators.make(spec.operator, **spec.operator_params)
     except ValueError as exc:
@@ -49,6 +53,30 @@ def check(spec: TopologySpec) -> None:
         find_stream(spec.stream)
     except StreamError as exc:
         raise SpecError(str(exc)) from None
+
+
+def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """SpecError unless something answers at the Ray cluster `address` ('auto': the one this machine belongs to);
+    given a wrong host:port, `ray.init` would retry for minutes."""
+    import socket
+
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    if address == "local":
+        return
+    target = address.split("://", 1)[1] if address.startswith("ray://") else address
+    try:
+        found = canonicalize_bootstrap_address_or_die(target)
+    except (ValueError, ConnectionError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"--address {address}: {reason}") from None
+    host, _, port = found.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        where = "" if found == target else f" at {found}"  # Ray turns 127.0.0.1 into the node's own address
+        raise SpecError(f"--address {address}: no Ray cluster answers{where} ({reason})") from None
 
 
 def load(spec: TopologySpec) -> Prepared:
