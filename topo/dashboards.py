@@ -17,6 +17,7 @@ from topo.grafana import (
     write_files,
 )
 from topo.render import RunDirError, load_run, render_runs
+from topo.spec import SpecError
 
 EXIT_USAGE, EXIT_STALE = 2, 1
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "clusters" / "grafana"
@@ -116,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        if args.timeout <= 0:
-            raise UsageError(f"--timeout {args.timeout:g}: must be positive")
+        if not 0 < args.timeout < float("inf"):
+            raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
         if args.push is not None:
             if args.out is not None:
                 raise UsageError("--out: --push writes no files; drop --out")
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         out = Path(args.out) if args.out else DEFAULT_OUT
         if args.check:
+            if not out.is_dir():  # a mistyped path is not "out of date"
+                raise UsageError(f"--out {out}: no such directory to check")
             stale = stale_files(out)
             if stale:
                 print(f"dashboards.py: {out}: out of date: {', '.join(stale)} "
@@ -155,6 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         written = _write_dir(out, files=generated_files())
         print(f"wrote {len(written)} files to {out}")
         return 0
-    except (UsageError, RunDirError) as exc:
+    except (UsageError, RunDirError, SpecError) as exc:  # SpecError: an --out that cannot be written
         print(f"dashboards.py: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -39,8 +39,31 @@ def load_run(path: Path) -> _Run:
         latency = pd.read_parquet(path / LATENCY_FILE, columns=["worker", "finish_s", "arrival_s", "latency_ms"])
         timeseries = pd.read_parquet(path / TIMESERIES_FILE)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user-facing problem
-        raise RunDirError(f"{path}: cannot read run logs ({type(exc).__name__}: {exc})") from None
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise RunDirError(f"{path}: cannot read run logs ({type(exc).__name__}: {detail})") from None
+    _check_logs(path, summary, latency, timeseries)
     return _Run(path.resolve().name, str(summary.get("grouping", "?")), summary, latency, timeseries)
+
+
+def _check_logs(path: Path, summary: object, latency, timeseries) -> None:
+    """RunDirError for logs no engine writes: a summary that is no object, no tuples, times NaN or negative."""
+    import numpy as np
+
+    if not isinstance(summary, dict):
+        raise RunDirError(f"{path / SUMMARY_FILE}: expected a JSON object, found {type(summary).__name__}")
+    if not len(latency):
+        raise RunDirError(f"{path / LATENCY_FILE}: no rows (the run processed no tuples)")
+    for name, table, columns in ((LATENCY_FILE, latency, ("arrival_s", "finish_s", "latency_ms")),
+                                 (TIMESERIES_FILE, timeseries, ("t_s",))):
+        for col in columns:
+            if col not in table:
+                raise RunDirError(f"{path / name}: no column '{col}'")
+            try:
+                values = np.asarray(table[col], dtype=float)
+            except (TypeError, ValueError):
+                raise RunDirError(f"{path / name}: column '{col}' is not numeric") from None
+            if not np.all(np.isfinite(values)) or np.any(values < 0):
+                raise RunDirError(f"{path / name}: column '{col}' holds NaN, infinite or negative values")
 
 
 def _bins(run: _Run, n: int = 100):
