@@ -190,6 +190,9 @@ def check_parquet(path: Path, columns: dict[str, str], worker_ids: list[int], no
                 raise AnalysisError(f"{path}: column '{column}' has {bad:,} NaN or infinite values")
             extremes = pc.min_max(values)
             ranges[column] = (extremes["min"].as_py(), extremes["max"].as_py())
+            if ranges[column][0] < 0:  # times, latencies and utilizations start at zero in every engine's logs
+                raise AnalysisError(f"{path}: column '{column}' has negative values (the lowest is "
+                                    f"{ranges[column][0]:g})")
         if column == "worker" and rows:
             unknown = set(pc.unique(values).to_pylist()) - set(worker_ids)
             if unknown:
