@@ -197,6 +197,7 @@ def _check_rows(src: ImportSource, df) -> tuple[dict[int, str], int, int]:
             F.sum((ts_null & F.lit(has_ts)).cast("long")).alias("null_ts"),
             F.sum((key_null | (ts_null & F.lit(has_ts))).cast("long")).alias("drop"),
             F.sum(not_num.cast("long")).alias("not_num"),
+            F.sum((F.isnan("_ts_num") | (F.abs("_ts_num") == float("inf"))).cast("long")).alias("not_finite"),
             F.sum(not_time.cast("long")).alias("not_time"),
             F.first(F.when(not_num & not_time, F.col("_ts_raw")), ignorenulls=True).alias("ts_example"),
         )
@@ -227,6 +228,9 @@ def _check_rows(src: ImportSource, df) -> tuple[dict[int, str], int, int]:
             rows = [r for r in stats if r["_file"] == index]
             if all(r["not_num"] == 0 for r in rows):
                 kinds[index] = "num"
+                for r in (r for r in rows if r["not_finite"]):  # NaN would order nowhere and stall a run
+                    raise StreamError(f"{_file_name(src, index, r['_path'])}: --ts-col column '{src.ts_col}' has "
+                                      f"{r['not_finite']} NaN or infinite values")
             elif all(r["not_time"] == 0 for r in rows):
                 kinds[index] = "time"
             else:
