@@ -52,12 +52,21 @@ class LocalRay(Session):
         self._thread.start()
 
     def _own(self) -> None:
+        from ray._private import ray_constants
+
+        # Ray binds its servers and the metrics exporter to loopback only on a node whose address is 127.0.0.1, and
+        # ray.init turns that address into the machine's outward one unless Ray runs as one machine (its own
+        # default on macOS and Windows); so it does, while this local Ray starts
+        cluster_mode, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
         try:
-            ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, **QUIET, **self._options)
+            ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, _node_ip_address="127.0.0.1", **QUIET,
+                     **self._options)
         except BaseException as exc:  # handed to the run's thread by ready()
             self._error = exc
             self._up.set()
             return
+        finally:
+            ray_constants.ENABLE_RAY_CLUSTER = cluster_mode
         self._up.set()
         self._down.wait()
         ray.shutdown()
