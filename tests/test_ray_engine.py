@@ -51,17 +51,17 @@ def check_run(summary: dict, spec: TopologySpec) -> None:
 
 
 def test_aggregator_merges_each_batch_once_and_fences_old_incarnations():
-    agg = Aggregator("wordcount", workers=1, sources=2)
-    first = agg.register(0, pid=1, node={})
+    agg = Aggregator("wordcount", workers=1, sources=2, shares=[3, 3], checkpoint_dir=None, checkpoint_every_s=None)
+    first, _ = agg.register(0, pid=1, node={})
     log = batch_log(np.arange(3), 0, np.zeros(3), 0.0, 0.0, np.ones(3))
 
     def flush(incarnation, pairs, keys):
         state = agg.op.update(agg.op.empty(), np.asarray(keys, np.uint64))
         pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-        return agg.flush(Flush(0, incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state, log))
+        return agg.flush(Flush(0, incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state, log))[0]
 
     assert flush(first, [(0, 0), (1, 0)], [5, 5])
-    second = agg.register(0, pid=2, node={})
+    second, _ = agg.register(0, pid=2, node={})
     assert not flush(first, [(0, 1)], [7])  # a late flush of the crashed incarnation
     assert not flush(second, [(0, 0), (0, 2)], [5])  # batch (0, 0) is merged already: nothing of it is taken
     assert flush(second, [(0, 2)], [9])
@@ -121,10 +121,11 @@ def test_controller_replica_round_trip():
 
 
 def test_bad_chaos_and_cpu_shares_are_one_line_errors():
-    assert parse_chaos(["kill-worker:1@2.5"], 2) == [("kill-worker", 1, 2.5)]
-    for bad in (["kill-worker:5@1"], ["explode:0@1"], ["kill-worker:x"]):
+    spec = TopologySpec(workers=2)
+    assert parse_chaos(["kill-worker:1@2.5"], spec, False) == [("kill-worker", 1, 2.5)]
+    for bad in (["kill-worker:5@1"], ["explode:0@1"], ["kill-worker:x"], ["kill-controller@1"]):
         with pytest.raises(SpecError):
-            parse_chaos(bad, 2)
+            parse_chaos(bad, spec, False)
     with pytest.raises(SpecError, match="more than one core"):
         check_supported(TopologySpec(capacities=(1.0, 1.0, 1.0, 3.0)), work="cpu")
     with pytest.raises(SpecError, match="--work"):
@@ -226,7 +227,7 @@ def test_a_worker_killed_mid_run_loses_nothing(ray_session):
     check_run(summary, spec)
     facts = summary["ray"]
     [event] = facts["chaos"]
-    assert event["worker"] == 1 and event["pid"] > 0 and "skipped" not in event
+    assert event["actor"] == "worker 1" and event["pid"] > 0 and "skipped" not in event
     assert facts["incarnations"][1] == 2
     assert facts["replays"] >= 1 and facts["recoveries"] >= 1
     assert summary["per_worker"][1]["incarnations"] == 2

@@ -12,11 +12,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from topo.errors import RunFailed
 from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, SpecError, TopologySpec
 from topo.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 
 ENGINES = ("sim", "ray")
 EXIT_USAGE = 2
+EXIT_FAILED = 1  # a run that started and could not finish (not the user's mistake)
 # a newcomer's first run: Fig. 8 of Consistent Grouping, ten workers of which three are 5x faster, at a load they
 # can sustain (80% of what they serve together), 50k messages of a skewed stream: about 3 s of input
 DEFAULT_WORKERS = 10
@@ -161,9 +163,17 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                         f"plus {QUOTA_HEADROOM * 100:.0f}%% and {QUOTA_BASE_CORES:g} cores for the actor's own "
                         "threads; "
                         "needs root and a writable cgroup cpu controller")
-    p.add_argument("--chaos", action="append", default=[], metavar="kill-worker:ID@SECONDS",
-                   help="ray engine: kill worker ID's process for real that many seconds into the run (repeatable); "
-                        "sources replay what it had not committed, so the result stays exact")
+    p.add_argument("--chaos", action="append", default=[], metavar="EVENT",
+                   help="ray engine: kill an actor's process for real (SIGKILL) S seconds into the run; EVENT is "
+                        "kill-worker:I@S, kill-source:I@S, kill-aggregator@S, kill-controller@S (gedik, albic) or "
+                        "kill-any@S (an actor drawn with --seed); repeatable. Ray restarts the actor and the run "
+                        "recovers (sources replay from the committed offsets, the aggregator restores its last "
+                        "checkpoint, the controller its last version), so the result stays exact; the summary lists "
+                        "every failure and its recovery")
+    p.add_argument("--checkpoint-every", type=float, default=1.0, metavar="SECONDS",
+                   help="ray engine: the aggregator makes its merged state and committed batches durable this often "
+                        "(an incremental checkpoint on the driver's node); a batch counts as committed, and leaves "
+                        "its source's replay buffer, once durable; 0 = with every flush")
     p.add_argument("--address", default=None, metavar="ADDRESS",
                    help="ray engine: join this Ray cluster ('auto' = the one this machine belongs to) instead of "
                         "starting a local one")
@@ -214,17 +224,11 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
-def parse_chaos(items: list[str]) -> tuple[tuple[str, int, float], ...]:
-    """['kill-worker:2@5'] -> (('kill-worker', 2, 5.0),)."""
-    events = []
-    for item in items:
-        action, _, rest = item.partition(":")
-        target, _, at = rest.partition("@")
-        try:
-            events.append((action.strip(), int(target), float(at.rstrip("s"))))
-        except ValueError:
-            raise UsageError(f"--chaos '{item}': expected kill-worker:ID@SECONDS, e.g. kill-worker:2@5") from None
-    return tuple(events)
+def parse_chaos(items: list[str]) -> tuple[tuple[str, int | None, float], ...]:
+    """['kill-worker:2@5', 'kill-aggregator@3'] -> (('kill-worker', 2, 5.0), ('kill-aggregator', None, 3.0))."""
+    from topo.chaos import parse_event
+
+    return tuple(parse_event(item) for item in items)
 
 
 def parse_rate(text: str | None, capacities: tuple[float, ...] | None, workers: int, cost_ms: float) -> float | None:
@@ -276,7 +280,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
         work=args.work, core_share=args.core_share, cgroup_quota=args.cgroup_quota,
-        chaos=parse_chaos(args.chaos), address=args.address,
+        chaos=parse_chaos(args.chaos), checkpoint_every_s=args.checkpoint_every, address=args.address,
         placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
         metrics_port=args.metrics_port, worker_processes=args.worker_processes,
     )
@@ -289,6 +293,9 @@ def guarded(prog: str, body: Callable[[list[str] | None], int], argv: list[str] 
     except (UsageError, SpecError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RunFailed as exc:
+        print(f"{prog}: run failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; {kept}", file=sys.stderr)
         return 130

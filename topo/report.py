@@ -54,3 +54,21 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         workers.add_row(str(w["id"]), _fmt(float(w["capacity"]), 2), f"{w['tuples']:,}",
                         f"{w['distinct_keys']:,}", f"{w['busy_fraction']:.0%}")
     console.print(workers)
+    failures = (summary.get("ray") or {}).get("recovery", {}).get("failures")
+    if failures:
+        print_failures(summary["ray"]["recovery"], console)
+
+
+def print_failures(recovery: dict[str, Any], console: Console) -> None:
+    """One row per actor that died: when it was seen dead, when it answered again, how long recovery took."""
+    table = Table(title=f"failures: {recovery['deaths']} deaths, {recovery['recovered']} recovered, "
+                        f"{recovery['replayed_tuples']:,} tuples replayed", title_justify="left")
+    for col in ("actor", "died (s)", "back (s)", "recovery (s)", "note"):
+        table.add_column(col, justify="left" if col in ("actor", "note") else "right")
+    for f in recovery["failures"]:
+        resumed = f.get("resumed")
+        note = (f"resumed: {resumed['committed']:,} committed, {resumed['replayed_tuples']:,} replayed"
+                if resumed else "restored a checkpoint" if f.get("restored") else "")
+        table.add_row(f["actor"], _fmt(f["died_s"], 2), _fmt(f.get("back_s"), 2), _fmt(f.get("recovery_s"), 2),
+                      note)
+    console.print(table)

@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from topo.chaos import check_events
+from topo.errors import SpecError  # raised here, and imported from here by most callers
+
 DEFAULT_STREAM = "zipf:z=1.2,keys=100000,messages=1000000,seed=7"
-
-
-class SpecError(ValueError):
-    """A topology description that cannot run; the message is one line meant for the user."""
 
 
 # median time from a Ray source's send to the buffer's place in its worker's queue, beyond --net-delay-ms, on a
@@ -55,7 +54,11 @@ class TopologySpec:
     work: str = "sleep"  # ray engine: how a worker spends a tuple's service time, "sleep" or "cpu" (real, capped)
     core_share: float = 0.4  # ray engine, --work cpu: share of a core a capacity-1.0 worker may use
     cgroup_quota: bool = False  # ray engine, --work cpu: also cap each worker process with a kernel CPU quota
-    chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0)
+    chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0) (topo.chaos)
+    # ray engine: the aggregator's merged state and committed batches become durable this often (a checkpoint);
+    # a batch counts as committed only once durable; 0 = with every flush; None = no checkpoints (an aggregator
+    # that dies loses the run)
+    checkpoint_every_s: float | None = 1.0
     address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
     worker_processes: int | None = None  # ray engine: processes hosting the workers (Storm's workers); None = cores
@@ -104,9 +107,9 @@ class TopologySpec:
             raise SpecError(f"--core-share must be in (0, 1] (got {self.core_share})")
         if self.placement is not None and len(self.placement) != self.max_workers:
             raise SpecError(f"--placement names {len(self.placement)} resources for {self.max_workers} workers")
-        for action, target, at in self.chaos:
-            if action != "kill-worker" or not 0 <= target < self.max_workers or not at >= 0:
-                raise SpecError(f"--chaos {action}:{target}@{at}: expected kill-worker:ID@SECONDS with ID < workers")
+        check_events(self.chaos, self.max_workers, self.sources)
+        if self.checkpoint_every_s is not None and not self.checkpoint_every_s >= 0:
+            raise SpecError(f"--checkpoint-every must be 0 or more seconds (got {self.checkpoint_every_s})")
         if self.worker_processes is not None and self.worker_processes < 1:
             raise SpecError(f"--worker-processes must be at least 1 (got {self.worker_processes})")
         if self.engine == "sim" and (self.chaos or self.address or self.placement or self.worker_processes):

@@ -6,6 +6,9 @@ stands the snapshots in for the sources' groupings, asks the workers for their c
 controller through the engines' one `ControlPeriods` (the period's `WorkerReport`, the keys seen, the migrations).
 When that installs a new version it pushes a `replica()` to every source, which adopts it before its next batch,
 and pauses the workers whose keys moved for `migration_ms_per_key` per key (the simulator's migration model).
+
+Every installed version is checkpointed with the controller's periods (one part, replaced each time), so a
+controller that dies restarts from its last installed version: the one every source routes with.
 """
 
 from __future__ import annotations
@@ -20,28 +23,38 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 import groupings
 from topo.model.control import ControlPeriods, Repartition
+from topo.ray_engine.checkpoint import CheckpointStore
 from topo.ray_engine.metrics import ControlMetrics, MetricsContext
+from topo.ray_engine.mortal import Mortal
 from topo.spec import TopologySpec
 
 CALL_TIMEOUT_S = 10.0
 
 
-class ControlLoop:
+class ControlLoop(Mortal):
     """The run's controller as an actor: steps every period and pushes each new version to the sources."""
 
-    def __init__(self, spec: TopologySpec, sources: list, workers: list, metrics: MetricsContext | None = None) -> None:
+    def __init__(self, spec: TopologySpec, sources: list, workers: list, metrics: MetricsContext | None = None,
+                 checkpoint_dir: str | None = None) -> None:
         self.spec = spec
         self.metrics = ControlMetrics(metrics) if metrics is not None else None
         self.sources = sources
         self.workers = workers
-        self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
+        self.store = CheckpointStore(checkpoint_dir, "controller") if checkpoint_dir else None
+        saved = self.store.load() if self.store is not None else []
+        self.restored: dict | None = None
+        if saved:  # a restart: the last installed version, with the periods that led to it
+            self.controller, self.periods, self.pushes = saved[-1]
+            self.restored = {"at": time.time(), "version": self.controller.version, "pushes": self.pushes}
+        else:
+            self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
+            self.periods = ControlPeriods(self.controller, len(workers), spec.migration_ms_per_key)
+            self.pushes = 0
         self.controller.prepare()  # before the run's clock starts: a period may be shorter than loading a solver
-        self.periods = ControlPeriods(self.controller, len(workers), spec.migration_ms_per_key)
         self._stop = threading.Event()
         self._lock = threading.Lock()  # a step and a resize from the driver never overlap
         self.active = spec.workers
         self.t0 = time.time()  # the run's start, once `run` is called
-        self.pushes = 0
 
     def run(self, t0: float) -> dict:
         """Step every period from `t0` until `stop`; the controller's facts."""
@@ -70,12 +83,27 @@ class ControlLoop:
 
     def _push(self) -> None:
         """Every source routes with a copy of the controller's current version from its next batch on."""
-        blob = pickle.dumps(self.controller.replica())
-        ray.get([s.install.remote(blob) for s in self.sources])
+        blob = self.replica()
+        for ref in [s.install.remote(blob) for s in self.sources]:
+            try:
+                ray.get(ref)
+            except RayActorError:
+                pass  # a source restarting gets the current version from the driver when it resumes
         self.pushes += 1
+        if self.store is not None:
+            self.store.write((self.controller, self.periods, self.pushes), replace=True)
+
+    def replica(self) -> bytes:
+        """The current version, as a source installs it."""
+        return pickle.dumps(self.controller.replica())
 
     def _step(self, now: float) -> None:
-        pulled = [pickle.loads(b) for b in ray.get([s.statistics.remote() for s in self.sources])]
+        pulled = []
+        for ref in [s.statistics.remote() for s in self.sources]:
+            try:
+                pulled.append(pickle.loads(ray.get(ref, timeout=CALL_TIMEOUT_S)))
+            except (RayActorError, GetTimeoutError):
+                return  # a source is restarting: this period is skipped, the next one sees it again
         for _, keys in pulled:
             self.periods.see(keys)
         self.controller.sources = [snapshot for snapshot, _ in pulled]  # each stands in for its source's grouping
@@ -108,4 +136,5 @@ class ControlLoop:
     def report(self) -> dict:
         """The controller's stats, its migrations, and how often it stepped and pushed a version."""
         return {"controller": self.controller.stats(), "migrations": self.periods.migrations,
-                "steps": self.periods.steps, "pushes": self.pushes}
+                "steps": self.periods.steps, "pushes": self.pushes, "restored": self.restored,
+                "peak_rss_mb": self.peak_rss_mb()}

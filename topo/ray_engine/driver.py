@@ -1,4 +1,12 @@
-"""One run on Ray: connect, place the actors, start them together, inject chaos, collect, tear down."""
+"""One run on Ray: connect, place the actors, start them together, inject chaos, recover, collect, tear down.
+
+Every actor may die. Workers, sources, the aggregator and the controller restart (Ray's max_restarts); the
+driver notices a death when the actor's long call fails (a source's or the controller's `run`, the aggregator's
+`alive`), waits until it answers again, and restarts its part: a source's `run` (it resumes after what is
+committed), the controller's loop (from its last installed version), or, after the aggregator restored its last
+checkpoint, a rewind of every source. Workers are recovered by their sources. The aggregator and the controller
+are pinned to the driver's node, where their checkpoints are written.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +19,16 @@ from collections.abc import Callable
 import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import groupings
+from topo.chaos import KILL_AGGREGATOR, KILL_CONTROLLER, KILL_SOURCE, KILL_WORKER, check_events, label, resolve_any
+from topo.errors import RunFailed
 from topo.metrics import RunResult
 from topo.model.inputs import arrival_times
 from topo.ray_engine import local
 from topo.ray_engine.aggregator import Aggregator
+from topo.ray_engine.checkpoint import make_directory, remove_directory
 from topo.ray_engine.controller import ControlLoop
 from topo.ray_engine.host import WorkerHost, WorkerRef, host_groups
 from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
@@ -32,7 +44,8 @@ START_LEAD_S = 0.2  # sources start together this long after they are told to
 POLL_S = 0.2  # progress and chaos checks
 POLL_COUNT_S = 0.02  # while a change waits for a message count: how late after it the change may come
 PLACEMENT_SHARE = 0.01  # how much of a placement resource a worker asks for (many workers fit one node)
-KILL_WORKER = "kill-worker"
+RECOVERY_TIMEOUT_S = 120.0  # an actor that died and does not answer again within this fails the run
+RESTART = {"max_restarts": -1, "max_task_retries": 0}  # Ray restarts a dead actor; the driver re-issues its calls
 WORK_MODES = ("sleep", "cpu")
 DEFAULT_CORE_SHARE = 0.4  # share of a core a capacity-1.0 worker burns in cpu mode, when the spec sets none
 
@@ -45,22 +58,10 @@ def default_processes(workers: int) -> int:
     return 1
 
 
-def parse_chaos(chaos, workers: int) -> list[tuple[str, int, float]]:
-    """Chaos events as (action, worker, at seconds), from tuples or `kill-worker:ID@SECONDS` strings."""
-    out = []
-    for item in chaos:
-        if isinstance(item, str):
-            action, _, rest = item.partition(":")
-            target, _, at = rest.partition("@")
-            try:
-                item = (action, int(target), float(at))
-            except ValueError:
-                raise SpecError(f"--chaos {item}: expected kill-worker:ID@SECONDS") from None
-        action, target, at = item
-        if action != KILL_WORKER or not 0 <= int(target) < workers or not float(at) >= 0:
-            raise SpecError(f"--chaos {action}:{target}@{at}: expected kill-worker:ID@SECONDS with ID < {workers}")
-        out.append((action, int(target), float(at)))
-    return sorted(out, key=lambda e: e[2])
+def parse_chaos(chaos, spec: TopologySpec, controller: bool) -> list[tuple[str, int | None, float]]:
+    """Chaos events (`topo.chaos`) checked against the run, `kill-any` drawn with the run's seed, by time."""
+    events = check_events(chaos, spec.max_workers, spec.sources, controller)
+    return resolve_any(events, spec.seed, spec.max_workers, spec.sources, controller)
 
 
 def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
@@ -108,32 +109,37 @@ class Run:
         n, s = spec.max_workers, spec.sources
         core_share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
         self.actors: list = []
+        self.active = spec.workers  # workers [0, active) are the topology now
         self.capped: set[int] = set()  # worker pids under a cgroup quota
+        # checkpoints on the driver's node, where the actors that write them are pinned (restarts land there too)
+        self.checkpoints = make_directory() if spec.checkpoint_every_s is not None else None
+        here = {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
+                                                                      soft=False)}
+        key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
+        shares = [len(key_hash[i::s]) for i in range(s)]
         aggregator = f"aggregator-{uuid.uuid4().hex}"  # workers look it up by name, also after a restart
-        self.aggregator = self._spawn(Aggregator, {"name": aggregator}, spec.operator, n, s, spec.operator_params)
+        self.aggregator = self._spawn(Aggregator, {"name": aggregator, **RESTART, **here}, spec.operator, n, s, shares,
+                                      self.checkpoints, spec.checkpoint_every_s, spec.operator_params)
         self.workers: list[WorkerRef] = [None] * n  # type: ignore[list-item]
         self.hosts = host_groups(n, spec.worker_processes or default_processes(n), placement)
         for h, members in enumerate(self.hosts):
-            options = {"max_restarts": -1, "max_task_retries": 0}
+            options = dict(RESTART)
             if placement is not None:
                 options["resources"] = {placement[members[0]]: PLACEMENT_SHARE}
             host = self._spawn(WorkerHost, options, members, spec, aggregator, work, core_share, metrics)
             for w in members:
                 self.workers[w] = WorkerRef(host, h, w)
-        key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
         arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))
         values = getattr(stream, "values", None)
-        self.sources = [
-            self._spawn(
-                Source, {"max_concurrency": 4}, i, spec, self.workers, self.aggregator, key_hash[i::s].copy(),
-                None if arrivals is None else arrivals[i::s].copy(),
-                None if values is None else np.asarray(values)[i::s].copy(), metrics)
-            for i in range(s)
-        ]
+        # each source's input in the object store, referenced here until the run ends (a restart reads it again)
+        self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
+                                None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
+        self.sources = [self._spawn(Source, {"max_concurrency": 4, **RESTART}, i, spec, self.workers,
+                                    self.aggregator, [self.inputs[i]], metrics) for i in range(s)]
         self.control = None
         if groupings.describe(spec.grouping)["controller"]:
-            self.control = self._spawn(ControlLoop, {"max_concurrency": 2}, spec, self.sources, self.workers,
-                                       metrics)
+            self.control = self._spawn(ControlLoop, {"max_concurrency": 2, **RESTART, **here}, spec, self.sources,
+                                       self.workers, metrics, self.checkpoints)
 
     def _spawn(self, cls, options: dict, *args):
         """Start an actor that asks Ray for no CPU (the emulator's duty cycle governs CPU use)."""
@@ -142,6 +148,11 @@ class Run:
         handle = _REMOTE[cls].options(num_cpus=0, **options).remote(*args)
         self.actors.append(handle)
         return handle
+
+    def actor(self, action: str, target: int | None):
+        """The handle a chaos event names."""
+        return {KILL_WORKER: lambda: self.workers[target], KILL_SOURCE: lambda: self.sources[target],
+                KILL_AGGREGATOR: lambda: self.aggregator, KILL_CONTROLLER: lambda: self.control}[action]()
 
     def wait_ready(self) -> None:
         """Block until every actor is up, or fail with one line when they cannot be placed in time."""
@@ -152,18 +163,18 @@ class Run:
                             f"{len(self.sources)} sources within {START_TIMEOUT_S:g} s (resources, --placement?)")
         ray.get(checks)
 
-    def kill(self, worker: int) -> dict:
-        """Kill a worker's process for real (SIGKILL); Ray restarts the actor."""
-        handle = self.workers[worker]
-        # a worker process dies whole: every worker it hosts restarts with it
-        event = {"action": KILL_WORKER, "worker": worker, "process_workers": self.hosts[handle.host_index]}
+    def kill(self, action: str, target: int | None) -> dict:
+        """Kill an actor's process for real (SIGKILL); Ray restarts it."""
+        event = {"action": action, "actor": label(action, target)}
+        if action == KILL_WORKER:  # a worker process dies whole: every worker it hosts restarts with it
+            event["process_workers"] = self.hosts[self.workers[target].host_index]
+        handle = self.actor(action, target)
         try:
-            pid = ray.get(handle.pid.remote(), timeout=10.0)
-            report = ray.get(handle.report.remote(), timeout=10.0)
+            pid, ip = ray.get(handle.where.remote(), timeout=10.0)
         except (RayActorError, GetTimeoutError) as exc:
             return {**event, "error": type(exc).__name__}
-        event.update(pid=pid, incarnation=report["incarnation"], node=report["node"])
-        if report["node"]["ip"] == ray.util.get_node_ip_address():
+        event.update(pid=pid, ip=ip)
+        if ip == ray.util.get_node_ip_address():
             os.kill(pid, signal.SIGKILL)
             event["how"] = "SIGKILL from the driver"
         else:
@@ -174,9 +185,14 @@ class Run:
     def resize(self, workers: int) -> None:
         """From now on workers [0, `workers`) are the topology: the controller first (a strategy that moves keys
         off leaving workers pushes its new function), then every source, from its next batch on."""
+        self.active = workers
         if self.control is not None:
             ray.get(self.control.resize.remote(workers))
-        ray.get([s.resize.remote(workers) for s in self.sources] + [w.resize.remote(workers) for w in self.workers])
+        for ref in [s.resize.remote(workers) for s in self.sources] + [w.resize.remote(workers) for w in self.workers]:
+            try:
+                ray.get(ref)
+            except RayActorError:
+                pass  # restarting: a source is resized again when it resumes, a worker is told by its sources
 
     def apply_quotas(self, capacities) -> list[dict]:
         """Put every worker process on this node under a kernel CPU quota of its share of a core (plus headroom for
@@ -195,7 +211,7 @@ class Run:
         return rows
 
     def teardown(self) -> None:
-        """Stop every actor of the run (workers for good: no restart) and lift the quotas put on them."""
+        """Stop every actor of the run for good (no restart), lift the quotas put on them, drop the checkpoints."""
         for pid in self.capped:
             release_cgroup_quota(pid)
         for handle in self.actors:
@@ -203,6 +219,7 @@ class Run:
                 ray.kill(handle, no_restart=True)
             except Exception:  # already gone is fine
                 pass
+        remove_directory(self.checkpoints)
 
 
 def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None,
@@ -217,7 +234,7 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
     (default: a random id); None records no metrics at all.
     """
     check_supported(spec, work)
-    events = parse_chaos(chaos, spec.max_workers)
+    events = parse_chaos(chaos, spec, bool(groupings.describe(spec.grouping)["controller"]))
     if placement is not None and len(placement) != spec.max_workers:
         raise SpecError(f"--placement names {len(placement)} resources for {spec.max_workers} workers")
     session = local.acquire(address, local_options(metrics_port))
@@ -286,56 +303,205 @@ def _served(run: Run) -> np.ndarray | None:
         return None
 
 
+class Watch:
+    """The driver's view of the actors that can die: their long calls, their deaths and their recoveries."""
+
+    def __init__(self, run: Run, t0: float) -> None:
+        self.run, self.t0 = run, t0
+        self.calls: dict[tuple[str, int | None], ray.ObjectRef] = {
+            (KILL_SOURCE, i): s.run.remote(t0) for i, s in enumerate(run.sources)}
+        if run.control is not None:
+            self.calls[(KILL_CONTROLLER, None)] = run.control.run.remote(t0)
+        self.alive = run.aggregator.alive.remote()
+        self.starts = 1
+        self.restarting: dict[tuple[str, int | None], dict] = {}  # actors down, and the call that asks if they are up
+        self.reports: dict[int, dict] = {}  # source -> its report, once it ended
+        self.failures: list[dict] = []
+        self.control: dict | None = None
+
+    def refs(self) -> list:
+        alive = [] if self.alive is None else [self.alive]
+        return [*self.calls.values(), *alive, *(r["ref"] for r in self.restarting.values())]
+
+    @property
+    def sources_done(self) -> bool:
+        return len(self.reports) == len(self.run.sources)
+
+    def check(self, ready: list) -> None:
+        """Take every long call that ended (a source's report, or a death to recover from), and go on with every
+        recovery whose actor answers again. Recoveries never block: several actors may be down at once."""
+        ready = set(ready)
+        for (action, target), ref in list(self.calls.items()):
+            if ref not in ready:
+                continue
+            try:
+                value = ray.get(ref)
+            except RayActorError:
+                del self.calls[(action, target)]
+                self._died(action, target)
+                continue
+            del self.calls[(action, target)]
+            if action == KILL_SOURCE:
+                self.reports[target] = value
+            else:
+                self.control = value
+        if self.alive is not None and self.alive in ready:
+            try:
+                starts = ray.get(self.alive)["starts"]
+            except RayActorError:
+                starts = None
+            if starts != self.starts:  # dead now, or restarted since the last look
+                self.alive = None
+                self._died(KILL_AGGREGATOR, None)
+            else:
+                self.alive = self.run.aggregator.alive.remote()
+        for key, row in list(self.restarting.items()):
+            if row["ref"] in ready or time.time() >= row["retry_at"]:
+                self._poke(key, row)
+
+    def _died(self, action: str, target: int | None) -> None:
+        """An actor died: from now on, ask it now and then whether Ray has restarted it."""
+        now = time.time()
+        row = {"actor": label(action, target), "detected_s": now - self.t0, "deadline": now + RECOVERY_TIMEOUT_S,
+               "retry_at": now, "ref": self.run.actor(action, target).ready.remote()}
+        self.restarting[(action, target)] = row
+
+    def _poke(self, key: tuple, row: dict) -> None:
+        action, target = key
+        handle = self.run.actor(action, target)
+        try:
+            ray.get(row["ref"], timeout=0)
+        except (RayActorError, GetTimeoutError):  # down still (or not yet answering): ask again a little later
+            if time.time() > row["deadline"]:
+                raise RunFailed(f"the {row['actor']} died {row['detected_s']:.1f} s into the run and did not come "
+                                f"back within {RECOVERY_TIMEOUT_S:g} s") from None
+            if time.time() >= row["retry_at"]:
+                row["ref"], row["retry_at"] = handle.ready.remote(), time.time() + 1.0
+            return
+        del self.restarting[key]
+        failure = {k: row[k] for k in ("actor", "detected_s")}
+        failure["back_s"] = time.time() - self.t0
+        run = self.run
+        if action == KILL_SOURCE:
+            replica = ray.get(run.control.replica.remote()) if run.control is not None else None
+            handle.resize.remote(run.active)  # before its run: the restarted source routes over today's workers
+            self.calls[key] = handle.run.remote(self.t0, replica)
+        elif action == KILL_CONTROLLER:
+            self.calls[key] = handle.run.remote(self.t0)
+        else:
+            failure.update(self._rewind())
+        self.failures.append(failure)
+
+    def _rewind(self) -> dict:
+        """The aggregator restarted from its checkpoint: what it had merged since is lost. Every worker flushes
+        what it holds, the aggregator checkpoints it, and every source re-sends what was acked before and is
+        still not committed."""
+        run = self.run
+        info = ray.get(run.aggregator.alive.remote())
+        self.starts = info["starts"]
+        cut = time.time()
+        for ref in [w.flush_now.remote(-1) for w in run.workers]:
+            try:
+                ray.get(ref, timeout=30.0)
+            except (RayActorError, GetTimeoutError):
+                pass  # a worker down too: its sources replay what it held
+        ray.get(run.aggregator.checkpoint_now.remote())
+        for i, source in enumerate(run.sources):
+            if i not in self.reports:
+                source.rewind.remote(cut)
+        self.alive = run.aggregator.alive.remote()
+        return {"restored": info["restored"]}
+
+    def finish(self) -> None:
+        """Stop the controller and take its report (a restart of it is recovered like any other)."""
+        if self.run.control is None:
+            return
+        while (KILL_CONTROLLER, None) in self.calls or (KILL_CONTROLLER, None) in self.restarting:
+            try:
+                ray.get(self.run.control.stop.remote())
+            except RayActorError:
+                pass
+            refs = self.refs()
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=POLL_S)
+            self.check(ready)
+
+
 def _drive(spec, run: Run, events, progress, address, work,
            metrics: MetricsContext | None = None) -> tuple[Collected, float]:
-    """Start the sources together, inject chaos and scheduled changes until they end; what the actors hold, and
-    the seconds the run took."""
+    """Start the sources together, inject chaos and scheduled changes, and recover every death, until they end;
+    what the actors hold, and the seconds the run took."""
     driver_metrics = DriverMetrics(metrics) if metrics is not None else None
     quotas = run.apply_quotas(spec.capacity_list) if getattr(spec, "cgroup_quota", False) else None
     clock = time.perf_counter()
     t0 = time.time() + START_LEAD_S
-    control_ref = run.control.run.remote(t0) if run.control is not None else None
-    pending = [s.run.remote(t0) for s in run.sources]
+    watch = Watch(run, t0)
     world = World(spec, run)
     if quotas is not None:
         world.quotas.append({"at_s": 0.0, "workers": quotas})
     done_chaos: list[dict] = []
     todo = list(events)
-    while True:
+    while not watch.sources_done:
         poll = POLL_COUNT_S if world.counts_messages else POLL_S
-        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=poll)
+        refs = watch.refs()
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=poll)
+        watch.check(ready)
         now = time.time() - t0
-        while todo and todo[0][2] <= now and len(ready) < len(pending):
-            _, worker, at = todo.pop(0)
-            done_chaos.append({**run.kill(worker), "at_s": at, "done_s": time.time() - t0})
+        while todo and todo[0][2] <= now and not watch.sources_done:
+            action, target, at = todo.pop(0)
+            done_chaos.append({**run.kill(action, target), "at_s": at, "done_s": time.time() - t0})
+        if watch.sources_done:
+            break
         emitted = 0
         if progress is not None or world.counts_messages:
-            emitted = int(sum(ray.get([s.progress.remote() for s in run.sources])))
-        if len(ready) < len(pending):
-            world.apply_due(now, emitted)
+            emitted = _emitted(run)
+        world.apply_due(now, emitted)
         if progress is not None:
             progress(emitted)
         if driver_metrics is not None and (served := _served(run)) is not None:
             driver_metrics.served(time.time(), served, world.active_history[-1][1])
-        if len(ready) == len(pending):
-            break
-    for _, worker, at in todo:
-        done_chaos.append({"action": KILL_WORKER, "worker": worker, "at_s": at, "skipped": "the run was over"})
-    sources = ray.get(pending)
+    for action, target, at in todo:
+        done_chaos.append({"action": action, "actor": label(action, target), "at_s": at,
+                           "skipped": "the run was over"})
+    sources = [watch.reports[i] for i in range(len(run.sources))]
     loop_s = time.perf_counter() - clock
-    control = None
+    watch.finish()
     if run.control is not None:
-        ray.get(run.control.stop.remote())
-        control = ray.get(control_ref)
         # a step may have pushed a version after a source finished: report what each source holds at the end
         for report, stats in zip(sources, ray.get([s.grouping_stats.remote() for s in run.sources]), strict=True):
             report["grouping_stats"] = stats
     workers = ray.get([w.report.remote() for w in run.workers])
-    state, log, agg = ray.get(run.aggregator.result.remote())
+    state, log, agg = _final(run)
     collected = Collected(
-        t0=t0, state=state, log=log, aggregator=agg, sources=sources, workers=workers, control=control,
-        chaos=done_chaos, capacity_history=world.capacity_history, active_history=world.active_history,
+        t0=t0, state=state, log=log, aggregator=agg, sources=sources, workers=workers, control=watch.control,
+        chaos=done_chaos, failures=watch.failures, capacity_history=world.capacity_history,
+        active_history=world.active_history,
         facts={"address": address or "local", "work": work, "cgroup_quotas": world.quotas,
-               "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S},
+               "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S,
+               "checkpoint_every_s": spec.checkpoint_every_s},
     )
     return collected, loop_s
+
+
+def _emitted(run: Run) -> int:
+    """Tuples the sources have emitted so far (a source restarting counts as none this time)."""
+    total = 0
+    for ref in [s.progress.remote() for s in run.sources]:
+        try:
+            total += ray.get(ref, timeout=POLL_S)
+        except (RayActorError, GetTimeoutError):
+            pass
+    return total
+
+
+def _final(run: Run) -> tuple:
+    """The aggregator's result; one that is restarting answers once it has restored its checkpoint (by then every
+    batch is committed, so nothing is lost)."""
+    deadline = time.time() + RECOVERY_TIMEOUT_S
+    while True:
+        try:
+            return ray.get(run.aggregator.result.remote())
+        except RayActorError:
+            if time.time() > deadline:
+                raise RunFailed(f"the aggregator died at the end of the run and did not come back within "
+                                f"{RECOVERY_TIMEOUT_S:g} s") from None
+            time.sleep(0.05)

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from topo.ray_engine.metrics import MetricsContext
+from topo.ray_engine.mortal import Mortal
 from topo.ray_engine.worker import Worker
 from topo.spec import TopologySpec
 
@@ -39,7 +40,7 @@ def host_groups(workers: int, processes: int, placement: tuple[str, ...] | None 
     return groups
 
 
-class WorkerHost:
+class WorkerHost(Mortal):
     """One worker process: several workers of the topology, each with its own queue, server, state and flushes."""
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
@@ -56,7 +57,10 @@ class WorkerHost:
             task.add_done_callback(partial(self._served, source))
 
     def _served(self, source: int, task: asyncio.Task) -> None:
-        self._outbox[source].append(task.result())
+        ack = task.result()
+        if ack is None:
+            return  # dropped: sent by a source incarnation that died, whose successor re-sends what it held
+        self._outbox[source].append(ack)
         self._event(source).set()
 
     def _event(self, source: int) -> asyncio.Event:

@@ -27,6 +27,7 @@ class Collected:
     workers: list[dict]  # each worker's final report (its last incarnation)
     control: dict | None  # the controller actor's report, for strategies with one
     chaos: list[dict]
+    failures: list[dict]  # every death the driver saw and how it recovered
     capacity_history: list[tuple[float, tuple[float, ...]]]
     active_history: list[tuple[float, int]]
     facts: dict = field(default_factory=dict)  # address, work mode, flush period, wall clock
@@ -40,8 +41,10 @@ def tuple_log(raw: dict[str, np.ndarray], t0: float) -> TupleLog:
 
 
 def emitted_seqs(sources: list[dict], count: int) -> np.ndarray:
-    """The seq of every message the `count` sources emitted (source s emits s, s + count, ... in order)."""
-    parts = [s["index"] + count * np.arange(s["emitted"], dtype=np.int64) for s in sources]
+    """The seq of every message the `count` sources emitted (source s emits s, s + count, ... in order; a restarted
+    source lists the positions it and its predecessors emitted)."""
+    parts = [s["index"] + count * (np.arange(s["emitted"], dtype=np.int64) if s.get("positions") is None
+                                   else np.asarray(s["positions"], np.int64)) for s in sources]
     return np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
 
@@ -60,6 +63,49 @@ def _sum_counters(sources: list[dict]) -> dict:
     out["signals_received"] = {k: int(sum(s["counters"]["signals"][k] for s in sources))
                                for k in ("increase", "decrease")}
     return out
+
+
+def recovery(got: Collected) -> dict:
+    """Every failure and its recovery, the tuples replayed by cause, the checkpoints, and each actor's peak memory."""
+    failures = [dict(f) for f in got.failures]
+    kills = [e for e in got.chaos if "pid" in e]
+    for event in kills:
+        if event["action"] == "kill-worker":
+            # recovered by its sources: back once the next incarnation of the worker registered
+            again = [r["at"] - got.t0 for r in got.aggregator["registrations"]
+                     if r["worker"] in event["process_workers"] and r["at"] - got.t0 > event["done_s"]]
+            failures.append({"actor": event["actor"], "detected_s": event["done_s"],
+                             "back_s": min(again) if again else None})
+    for f in failures:
+        # a death the chaos caused dates from the kill; any other from when the driver saw it
+        killed = [e["done_s"] for e in kills if e["actor"] == f["actor"] and e["done_s"] <= f["detected_s"] + 1e-3]
+        f["died_s"] = max(killed) if killed else f["detected_s"]
+        f["how"] = "killed by --chaos" if killed else "died"
+    for report in got.sources:
+        if report.get("resumed"):
+            row = next((f for f in failures if f["actor"] == f"source {report['index']}"), None)
+            if row is not None:
+                row["resumed"] = report["resumed"]
+                row["back_s"] += report["resumed"]["resume_s"]  # fenced, flushed and resumed: recovered
+    for f in failures:
+        f["recovery_s"] = None if f.get("back_s") is None else f["back_s"] - f["died_s"]
+    by_cause = {k: int(sum(s["counters"]["replayed_by"][k] for s in got.sources))
+                for k in ("worker", "source", "aggregator")}
+    agg = got.aggregator
+    return {
+        "failures": sorted(failures, key=lambda f: f["died_s"]),
+        "deaths": len(failures),
+        "recovered": sum(1 for f in failures if f.get("recovery_s") is not None),
+        "replayed_tuples": int(sum(by_cause.values())),
+        "replayed_by": by_cause,
+        "checkpoints": {"every_s": got.facts.get("checkpoint_every_s"), "parts": agg["checkpoints"],
+                        "bytes": agg["checkpoint_bytes"], "seconds": agg["checkpoint_s"],
+                        "aggregator_starts": agg["starts"], "restored": agg["restored"]},
+        "peak_rss_mb": {"aggregator": agg["peak_rss_mb"],
+                        "controller": None if got.control is None else got.control["peak_rss_mb"],
+                        "sources": [s["peak_rss_mb"] for s in got.sources],
+                        "workers": [w["peak_rss_mb"] for w in got.workers]},
+    }
 
 
 def _delegation(workers: list[dict]) -> dict:
@@ -117,8 +163,10 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         "signals_sent_to_source": [int(v) for v in np.sum([w["signals_to"] for w in got.workers], axis=0)],
         "signals_received_per_source": [sum(s["counters"]["signals"].values()) for s in got.sources],
         "chaos": got.chaos,
+        "recovery": recovery(got),
         "incarnations": incarnations,
         "flushes": {"merged": agg["flushes"], "stale": agg["stale"], "duplicate": agg["duplicate"],
+                    "stale_source": agg["stale_source"],
                     "keys_flushed": agg["keys_flushed"], "period_s": flush_period},
         "controller_steps": None if got.control is None else got.control["steps"],
         "controller_pushes": None if got.control is None else got.control["pushes"],

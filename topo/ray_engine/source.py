@@ -5,10 +5,20 @@ routing), exactly as in the simulator; this actor only moves its buffers: one Ra
 step carries that process's buffers (a frame), each a packed record array (`protocol.pack`), and one long-poll
 call per process brings their acks back, which the node turns into credits and feedback.
 
-Replay: every buffer stays in the replay buffer until the aggregator has merged it (acks and flushes tell).
-When a process's long poll fails with an actor error, or an ack shows that a worker restarted, the source waits for the
-worker to be up again, drops what the aggregator committed meanwhile, and re-sends the rest with the same batch
-ids. At the end it asks its workers to flush until every batch it sent is committed.
+Replay: every buffer stays in the replay buffer until the aggregator has committed it (merged and checkpointed;
+acks and flushes tell). When a process's long poll fails with an actor error, or an ack shows that a worker
+restarted, the source waits for the worker to be up again, drops what the aggregator committed meanwhile, and
+re-sends the rest with the same batch ids. After the aggregator restarts, the driver rewinds every source: what it
+had seen acked before then and is not committed in the restored checkpoint is re-sent. At the end it asks its
+workers to flush until every batch it sent is committed.
+
+A source that dies restarts like a Kafka consumer (its input is replayable): the new incarnation registers (its
+batch ids carry the incarnation), fences every worker (queued batches of the dead incarnation are dropped, the one
+in service finishes), has them flush, and asks the aggregator which input positions are committed. It routes the
+rest, in order, with their original arrival times. Its grouping is rebuilt from the seed, not restored: what a
+grouping learns is a load estimate that the next acks rebuild, exactness never depends on it, and routing the
+committed input again to warm it would teach ack-driven groupings a backlog that does not exist. A strategy with a
+controller gets the controller's current version (the driver hands it over), as every source does.
 """
 
 from __future__ import annotations
@@ -27,7 +37,8 @@ import groupings
 from topo.model import Buffer, SourceNode
 from topo.model.inputs import source_seed
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
-from topo.ray_engine.protocol import pack
+from topo.ray_engine.mortal import Mortal
+from topo.ray_engine.protocol import pack, tag
 from topo.spec import TopologySpec
 
 PENDING, ACKED, FAILED = "pending", "acked", "failed"
@@ -65,15 +76,20 @@ class Counters:
     recoveries: int = 0
     replays: int = 0  # sub-batches sent again
     replayed_tuples: int = 0
+    replayed_by: dict = field(default_factory=lambda: {"worker": 0, "aggregator": 0, "source": 0})  # by cause
+    rewinds: int = 0  # after the aggregator restarted
     lost_flushes: int = 0  # acked batches found uncommitted after a flush (the aggregator refused it)
     signals: dict = field(default_factory=lambda: {"increase": 0, "decrease": 0})
 
 
-class Source:
-    """One spout of the topology (a Ray actor)."""
+class Source(Mortal):
+    """One spout of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
-    def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Any, keys: np.ndarray,
-                 arrivals: np.ndarray | None, values: np.ndarray | None, metrics: MetricsContext | None = None) -> None:
+    def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Any, share: list,
+                 metrics: MetricsContext | None = None) -> None:
+        # the input, (keys, arrivals, values), behind a reference the driver holds for the whole run: a restart
+        # reads it again, as a consumer re-reads a topic
+        keys, arrivals, values = ray.get(share[0])
         self.index = index
         self.metrics = SourceMetrics(metrics, index, len(workers)) if metrics is not None else None
         self.spec = spec
@@ -83,13 +99,17 @@ class Source:
         self.arrivals = arrivals  # seconds after the start; None: input is always waiting
         self.values = values
         self.seqs = index + spec.sources * np.arange(len(keys), dtype=np.int64)
+        self.positions = np.arange(len(keys))  # input positions of this source's share still to route, in order
+        self.epoch = 0  # this incarnation (a restart gives a new one; batch ids carry it)
+        self.resumed: dict | None = None  # what a restarted incarnation found and re-sent
+        self._rewinds: list[float] = []  # rewind requests from the driver, taken by the loop
         # strategies with a controller route with a replica of it, replaced on every version the controller pushes
         self.controller = groupings.make_controller(spec.grouping, spec.workers, seed=spec.seed, **spec.params)
         self.grouping = groupings.make(spec.grouping, workers=spec.workers, seed=source_seed(spec.seed, index),
                                        controller=self.controller, **spec.params)
-        self.node = SourceNode(index, self.grouping, keys, arrivals, pool=len(workers), active=spec.workers,
-                               batch_size=spec.batch_size, linger_s=spec.linger_ms / 1e3, credits=spec.max_pending,
-                               end_s=spec.duration, draining=self._draining)
+        self._active = spec.workers
+        self.node = self._node(keys, arrivals)
+        self._committed_at_resume = np.zeros(0, bool)
         self._lock = threading.Lock()  # the node and its grouping, shared with the controller's and the driver's calls
         self._fresh: list[np.ndarray] = []  # keys routed since the controller last asked (state that may move)
         n = len(workers)
@@ -106,6 +126,12 @@ class Source:
         self.waited_s = 0.0  # time the loop spent waiting for input, deadlines or answers (the rest it was busy)
         self.loop_s = self.loop_busy_s = 0.0
 
+    def _node(self, keys: np.ndarray, arrivals: np.ndarray | None) -> SourceNode:
+        spec = self.spec
+        return SourceNode(self.index, self.grouping, keys, arrivals, pool=len(self.workers), active=self._active,
+                          batch_size=spec.batch_size, linger_s=spec.linger_ms / 1e3, credits=spec.max_pending,
+                          end_s=spec.duration, draining=self._draining)
+
     @property
     def active(self) -> int:
         """Workers [0, active) are part of the topology now."""
@@ -116,15 +142,22 @@ class Source:
 
     # --- the main loop
 
-    def run(self, t0: float) -> dict:
-        """Emit this source's share of the stream from `t0` on; return once all of it is committed."""
+    def run(self, t0: float, replica: bytes | None = None) -> dict:
+        """Emit this source's share of the stream from `t0` on; return once all of it is committed. A restarted
+        source resumes after what is committed, routing with the controller's `replica` if it has one."""
         self.t0 = t0
+        self.epoch = self._ask("register_source", self.index)
+        if replica is not None:
+            self.install(replica)
+        if self.epoch > 0:
+            self._resume()
         node = self.node
         time.sleep(max(0.0, t0 - time.time()))
         started = time.perf_counter()
         while not node.done:
             self._poll()
             self._recover_suspects()
+            self._take_rewinds()
             now = time.time() - t0
             with self._lock:
                 before = node.routed
@@ -161,7 +194,8 @@ class Source:
         values = None if self.values is None else self.values[pick]
         arrival = self.t0 + self.node.arrival[pick]
         self.count.sub_batches += 1
-        return Entry(buffer.batch_id, buffer.worker, self.seqs[pick], self.keys[pick], arrival, values)
+        return Entry(tag(self.epoch, buffer.batch_id), buffer.worker, self.seqs[pick], self.keys[pick], arrival,
+                     values)
 
     # --- sending and acks
 
@@ -284,7 +318,7 @@ class Source:
         incarnation, held = self._hello(w, mine)
         self._incarnation[w] = max(self._incarnation[w], incarnation)
         # asked after the new incarnation registered: no flush of an older one can commit anything from now on
-        self._commit(ray.get(self.aggregator.committed.remote(self.index, mine)))
+        self._commit(self._ask("committed", self.index, mine))
         held = set(held)
         replays = []
         for b in sorted(mine):
@@ -297,21 +331,82 @@ class Source:
                     self._release(entry)
                 continue
             if entry.state == FAILED or entry.incarnation < incarnation:
-                self.count.replays += 1
-                self.count.replayed_tuples += len(entry.keys)
                 replays.append(entry)
-        if replays:
-            self._send(replays)
+        self._replay(replays, "worker")
 
-    def _hello(self, w: int, batch_ids: list[int]) -> tuple[int, list[int]]:
+    def _replay(self, entries: list[Entry], cause: str) -> None:
+        """Send these entries again, with their batch ids, counted under `cause`."""
+        if not entries:
+            return
+        tuples = sum(len(e.keys) for e in entries)
+        self.count.replays += len(entries)
+        self.count.replayed_tuples += tuples
+        self.count.replayed_by[cause] += tuples
+        self._send(entries)
+
+    def _take_rewinds(self) -> None:
+        while self._rewinds:
+            self._rewind(self._rewinds.pop(0))
+
+    def _rewind(self, cut: float) -> None:
+        """The aggregator restarted from a checkpoint: re-send what was acked before `cut` (so it was in a delta
+        the workers flushed before the restored aggregator checkpointed) and is not committed."""
+        self.count.rewinds += 1
+        acked = [b for b, e in self._buffer.items() if e.state == ACKED and e.acked_s < cut]
+        self._commit(self._ask("committed", self.index, acked))
+        self._replay([self._buffer[b] for b in acked if b in self._buffer], "aggregator")
+
+    def _ask(self, method: str, *args):
+        """The aggregator's answer to `method(*args)`, asked again while it is down (restarting from its checkpoint)."""
         deadline = time.time() + RECOVERY_TIMEOUT_S
         while True:
             try:
-                return ray.get(self.workers[w].hello.remote(self.index, batch_ids), timeout=10.0)
+                return ray.get(getattr(self.aggregator, method).remote(*args))
+            except RayActorError:
+                if time.time() > deadline:
+                    raise RuntimeError(f"the aggregator did not come back within {RECOVERY_TIMEOUT_S:g} s") from None
+                time.sleep(0.05)
+
+    def _resume(self) -> None:
+        """This incarnation replaces one that died: fence and flush every worker, then route what is not
+        committed, in order, from the original input."""
+        clock = time.perf_counter()
+        newest = -1
+        for w in range(len(self.workers)):
+            newest = max(newest, self._until_up(w, lambda w=w: self.workers[w].fence.remote(self.index, self.epoch)))
+        for w in range(len(self.workers)):
+            self._until_up(w, lambda w=w: self.workers[w].flush_now.remote(-1))
+        done = self._ask("resume_source", self.index, self.epoch)
+        todo, committed = np.flatnonzero(~done), np.flatnonzero(done)
+        self._committed_at_resume = done
+        self.positions = todo
+        self.keys, self.seqs = self.keys[todo], self.seqs[todo]
+        self.arrivals = None if self.arrivals is None else self.arrivals[todo]
+        self.values = None if self.values is None else self.values[todo]
+        self.node = self._node(self.keys, self.arrivals)
+        # what the dead incarnation had sent reaches at least the newest position a worker received and the highest
+        # one committed (it routed in order); below that, what is not committed is sent again
+        sent_before = max((newest - self.index) // self.spec.sources, int(committed[-1]) if committed.size else -1)
+        replayed = int(np.count_nonzero(todo <= sent_before))
+        self.count.replayed_tuples += replayed
+        self.count.replayed_by["source"] += replayed
+        self.resumed = {"epoch": self.epoch, "committed": int(committed.size), "replayed_tuples": replayed,
+                        "resume_s": time.perf_counter() - clock, "grouping_state": "rebuilt",
+                        "first_position": int(todo[0]) if todo.size else None}
+
+    def _until_up(self, w: int, call):
+        """`ray.get(call())` on worker w, again while its process is down."""
+        deadline = time.time() + RECOVERY_TIMEOUT_S
+        while True:
+            try:
+                return ray.get(call(), timeout=10.0)
             except (RayActorError, GetTimeoutError):
                 if time.time() > deadline:
                     raise RuntimeError(f"worker {w} did not come back within {RECOVERY_TIMEOUT_S:g} s") from None
                 time.sleep(0.05)
+
+    def _hello(self, w: int, batch_ids: list[int]) -> tuple[int, list[int]]:
+        return self._until_up(w, lambda: self.workers[w].hello.remote(self.index, batch_ids))
 
     # --- the end
 
@@ -321,6 +416,7 @@ class Source:
             while refs := self._all_inflight():
                 self._wait(refs)
                 self._recover_suspects()
+                self._take_rewinds()
             owed = sorted({e.worker for e in self._buffer.values()})
             for w in owed:
                 try:
@@ -328,10 +424,11 @@ class Source:
                 except RayActorError:
                     self._suspects.add(w)
             self._recover_suspects()
+            self._take_rewinds()
             if self._all_inflight():
                 continue
             left = list(self._buffer)
-            self._commit(ray.get(self.aggregator.committed.remote(self.index, left)))
+            self._commit(self._ask("committed", self.index, left))
             for entry in list(self._buffer.values()):
                 if entry.state == ACKED:  # acked, then flushed, yet not merged: the flush was refused
                     self.count.lost_flushes += 1
@@ -348,14 +445,15 @@ class Source:
         self.count.batches = node.route_calls
         loop = {**node.stats(self.loop_s), "loop_s": self.loop_s,
                 "busy_fraction": self.loop_busy_s / self.loop_s if self.loop_s > 0 else 0.0}
-        return {"index": self.index, "emitted": self.count.emitted, "counters": vars(self.count),
-                "grouping_stats": stats, "batches": rows, "node": loop}
+        # a restarted source emitted what was committed before it, and what it routed since
+        positions = None
+        if self.resumed is not None:
+            positions = np.union1d(np.flatnonzero(self._committed_at_resume), self.positions[: node.routed])
+        return {"index": self.index, "emitted": self.count.emitted if positions is None else int(positions.size),
+                "positions": positions, "counters": vars(self.count), "grouping_stats": stats, "batches": rows,
+                "node": loop, "epoch": self.epoch, "resumed": self.resumed, "peak_rss_mb": self.peak_rss_mb()}
 
     # --- calls from the driver and the controller (other threads of this actor)
-
-    def ready(self) -> bool:
-        """True once the actor is up."""
-        return True
 
     def progress(self) -> int:
         """Tuples emitted so far."""
@@ -374,9 +472,14 @@ class Source:
         with self._lock:
             return self.grouping.stats()
 
+    def rewind(self, cut: float) -> None:
+        """The aggregator restarted: the loop re-sends what was acked before `cut` and is not committed."""
+        self._rewinds.append(cut)
+
     def resize(self, workers: int) -> None:
         """Route over workers [0, `workers`) from the next batch on (workers join or leave at the top index)."""
         with self._lock:
+            self._active = workers
             self.node.resize(workers)
 
     def install(self, replica: bytes) -> int:

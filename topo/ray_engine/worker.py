@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import threading
 import time
 from collections import defaultdict, deque
@@ -27,7 +26,8 @@ import groupings
 import operators
 from topo.model import AckMeter, queue_capacity
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
-from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs
+from topo.ray_engine.mortal import Mortal
+from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs, epoch_of
 from topo.spec import TopologySpec
 from topo.work import ServiceEmulator
 
@@ -60,13 +60,25 @@ def _wait(ref: ray.ObjectRef) -> Any:
     return ref.future().result()
 
 
-def _resolve(future: asyncio.Future, ack: Ack) -> None:
+def _retry(call, timeout_s: float = 120.0):
+    """`call()`, again while the actor it calls is down (restarting), for at most `timeout_s`."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            return call()
+        except ray.exceptions.RayActorError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _resolve(future: asyncio.Future, ack: Ack | None) -> None:
     if not future.done():
         future.set_result(ack)
 
 
-class Worker:
-    """One worker of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
+class Worker(Mortal):
+    """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None) -> None:
@@ -99,6 +111,10 @@ class Worker:
         context = ray.get_runtime_context()
         self.node = {"node_id": context.get_node_id(), "ip": ray.util.get_node_ip_address()}
         self.incarnation = -1
+        self._fences = [0] * spec.sources  # per source: batches of its incarnations below this are dropped
+        self._newest_seq = [-1] * spec.sources  # per source: the highest seq received from it
+        self._serving: tuple[int, int] | None = None  # (source, batch id) the server is on, outside the queue
+        self.dropped = {"batches": 0, "tuples": 0}  # batches of dead source incarnations, never served
         self._registered = threading.Event()
         threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
         threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
@@ -106,8 +122,9 @@ class Worker:
     # --- the data path
 
     async def process(self, source: int, batch_id: int, tuples: np.ndarray, values: Any = None,
-                      sent: float | None = None) -> Ack:
-        """Queue a buffer (`protocol.WIRE` records) sent at `sent`; the answer is its ack, once it is served."""
+                      sent: float | None = None) -> Ack | None:
+        """Queue a buffer (`protocol.WIRE` records) sent at `sent`; the answer is its ack, once it is served (None:
+        dropped, its source incarnation is dead)."""
         if self.delay_s:
             await asyncio.sleep(self.delay_s)  # the buffer is on the wire for one network delay
         loop = asyncio.get_running_loop()
@@ -116,6 +133,11 @@ class Worker:
         if sent is not None:
             self.transit_s.append(now - sent - self.delay_s)  # the engine's own time on the wire, not the model's
         with self._lock:
+            if epoch_of(batch_id) < self._fences[source]:
+                self._drop(len(tuples))
+                return None
+            if len(tuples):
+                self._newest_seq[source] = max(self._newest_seq[source], int(tuples["seq"][-1]))
             self._accepted_ids[source].add(batch_id)
             self.meter.arrive(now, len(tuples))
             self._jobs.append(Job(source, batch_id, tuples, values, now, future, loop))
@@ -126,9 +148,41 @@ class Worker:
         return ack
 
     def _register(self) -> None:
-        """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes."""
-        self.incarnation = _wait(self.aggregator.register.remote(self.index, os.getpid(), self.node))
+        """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes. Learn the
+        sources' fences too: a batch of a source incarnation that died is not served by this one either."""
+        incarnation, fences = _retry(lambda: _wait(self.aggregator.register.remote(self.index, os.getpid(),
+                                                                                   self.node)))
+        with self._lock:
+            self.incarnation = incarnation
+            self._fences = [max(a, b) for a, b in zip(self._fences, fences, strict=True)]
         self._registered.set()
+
+    def _drop(self, tuples: int) -> None:
+        self.dropped["batches"] += 1
+        self.dropped["tuples"] += tuples
+
+    async def fence(self, source: int, epoch: int) -> int:
+        """A source restarted as incarnation `epoch`: drop its earlier incarnations' batches still queued, and any
+        that arrive later; answer once none is being served, with the highest seq received from it so far."""
+        await asyncio.get_running_loop().run_in_executor(None, self._fence, source, epoch)
+        with self._lock:
+            return self._newest_seq[source]
+
+    def _fence(self, source: int, epoch: int) -> None:
+        self._registered.wait()
+        with self._ready:
+            self._fences[source] = max(self._fences[source], epoch)
+            kept: deque[Job] = deque()
+            for job in self._jobs:
+                if job.source == source and epoch_of(job.batch_id) < epoch:
+                    self._drop(len(job.tuples))
+                    job.loop.call_soon_threadsafe(_resolve, job.future, None)
+                else:
+                    kept.append(job)
+            self._jobs = kept
+            # a batch of the dead incarnation in service now goes into the delta; the flush that follows takes it
+            while self._serving is not None and self._serving[0] == source and epoch_of(self._serving[1]) < epoch:
+                self._ready.wait()
 
     def _serve_forever(self) -> None:
         self._register()  # before serving anything, so every ack and flush names a registered incarnation
@@ -139,6 +193,7 @@ class Worker:
                 pause, self._pause_s = self._pause_s, 0.0
                 capacity, self._capacity = self._capacity, None
                 job = self._jobs.popleft() if self._jobs else None
+                self._serving = None if job is None else (job.source, job.batch_id)
             if capacity is not None:
                 self.emulator.set_capacity(capacity)
             if pause:
@@ -158,6 +213,8 @@ class Worker:
             self._state = self.op.update(self._state, tuples["key"], job.values)
             self._covered.append((job.source, job.batch_id))
             self._log.append(log)
+            self._serving = None
+            self._ready.notify_all()  # a fence may wait for this batch to be in the delta
             self.meter.service_s = self.emulator.service_s
             self.meter.serve(end, len(tuples), self.emulator.busy_seconds())
             ack = self._ack(job.source, job.batch_id, end)
@@ -196,19 +253,22 @@ class Worker:
             pairs = np.asarray(covered, np.int64).reshape(-1, 2)
             flush = Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state,
                           concat_logs(log))
-            accepted = bool(_wait(self.aggregator.flush.remote(flush)))
+            accepted, durable = _wait(self.aggregator.flush.remote(flush))
             with self._lock:
                 self.flushes["sent"] += 1
-                if accepted:
-                    for source, batch_id in covered:
-                        self._committed[source].append(batch_id)
-                else:
+                # committed = durable in a checkpoint (maybe this flush's, maybe earlier ones'): sources may forget
+                for source, batch_id in durable.tolist():
+                    self._committed[source].append(batch_id)
+                if not accepted:
                     self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
-            return accepted
+            return bool(accepted)
 
     async def flush_now(self, source: int) -> np.ndarray:
-        """Flush at once; the batch ids of `source` merged since its last ack."""
-        await asyncio.get_running_loop().run_in_executor(None, self._flush)
+        """Flush at once; the batch ids of `source` committed since its last ack (none for source -1)."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._flush)
+        except ray.exceptions.RayActorError:
+            pass  # the aggregator died with the flush: the batches stay uncommitted and are replayed
         with self._lock:
             return np.asarray(self._committed.pop(source, ()), np.int64)
 
@@ -243,14 +303,6 @@ class Worker:
         with self._lock:
             self.active = workers
 
-    def pid(self) -> int:
-        """The actor's process id (chaos testing kills it)."""
-        return os.getpid()
-
-    def kill_self(self) -> None:
-        """Die at once, as a crashed machine would (for chaos runs on other nodes)."""
-        os.kill(os.getpid(), signal.SIGKILL)
-
     async def report(self) -> dict:
         """Final facts about this incarnation: measured capacity, where it ran, signals, flushes."""
         await asyncio.get_running_loop().run_in_executor(None, self._registered.wait)
@@ -267,4 +319,6 @@ class Worker:
                 "delegation": self.delegation.stats() if self.delegation is not None else None,
                 "paused_s": self.paused_s,
                 "flushes": dict(self.flushes),
+                "dropped": dict(self.dropped),
+                "peak_rss_mb": self.peak_rss_mb(),
             }

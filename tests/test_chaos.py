@@ -1,0 +1,102 @@
+"""Any actor may die: the chaos matrix on real Ray actors. Each kind of actor (source, worker, aggregator,
+controller) is killed for real (SIGKILL) early, in the middle and late in a run under kg, pkg, cg and gedik, and
+every run must end exact, with every input tuple processed once, and the death and its recovery in the summary.
+Two runs in the default suite kill every kind of actor; the whole matrix is marked slow."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from topo.errors import RunFailed
+from topo.ray_engine import driver, run_ray
+from topo.spec import TopologySpec
+from topo.streams import stream_from_spec
+
+STREAM = "zipf:z=1.0,keys=2000,messages=16000,seed=3"
+RATE = 4000.0  # tuples/s: the run lasts about 4 s, half the workers' capacity
+TIMES = {"early": 0.5, "middle": 2.0, "late": 3.5}
+KINDS = {"source": "kill-source:1", "worker": "kill-worker:2", "aggregator": "kill-aggregator",
+         "controller": "kill-controller"}
+GROUPINGS = ("kg", "pkg", "cg", "gedik")
+# the default suite kills the controller here, and every other kind in `test_repeated_and_random_kills_in_one_run`
+DEFAULT = {("gedik", "controller", "early")}
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return stream_from_spec(STREAM)
+
+
+def spec(grouping: str, **changes) -> TopologySpec:
+    return TopologySpec(engine="ray", grouping=grouping, workers=4, sources=2, capacities=(1.0,) * 4, stream=STREAM,
+                        rate=RATE, seed=1, batch_size=100, linger_ms=5.0, worker_processes=2, **changes)
+
+
+def cells() -> list:
+    out = []
+    for grouping in GROUPINGS:
+        for kind in KINDS:
+            if kind == "controller" and grouping != "gedik":
+                continue  # only gedik and albic have a controller
+            for when in TIMES:
+                marks = () if (grouping, kind, when) in DEFAULT else (pytest.mark.slow,)
+                out.append(pytest.param(grouping, kind, when, marks=marks, id=f"{grouping}-{kind}-{when}"))
+    return out
+
+
+def exact_after(summary: dict, stream) -> dict:
+    assert summary["exact"] is True
+    assert summary["tuples_in"] == summary["tuples_processed"] == stream.messages
+    return summary["ray"]["recovery"]
+
+
+@pytest.mark.parametrize(("grouping", "kind", "when"), cells())
+def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, kind, when):
+    event = f"{KINDS[kind]}@{TIMES[when]}"
+    summary = run_ray(spec(grouping), stream, chaos=(event,)).summary
+    recovery = exact_after(summary, stream)
+    (kill,) = summary["ray"]["chaos"]
+    if "skipped" in kill:  # a late kill may come after the last tuple: nothing to recover then
+        assert when == "late"
+        return
+    assert kill["how"].startswith("SIGKILL")
+    actor = kill["actor"]
+    rows = [f for f in recovery["failures"] if f["actor"] == actor]
+    if kind in ("source", "controller") and not rows:
+        assert when == "late"  # it had already finished its part: nothing waited on it
+        return
+    (row,) = rows
+    assert row["how"] == "killed by --chaos" and row["recovery_s"] > 0 and row["back_s"] >= row["died_s"]
+    if kind == "aggregator":
+        assert recovery["checkpoints"]["aggregator_starts"] == 2 and row["restored"]["parts"] >= 1
+    if kind == "source":
+        assert row["resumed"]["committed"] > 0 and row["resumed"]["grouping_state"] == "rebuilt"
+    assert recovery["replayed_tuples"] == sum(recovery["replayed_by"].values())
+
+
+def test_repeated_and_random_kills_in_one_run(ray_session, stream):
+    """Several deaths of every kind in one run, including actors drawn by --seed, and it still ends exact."""
+    events = ("kill-worker:0@0.6", "kill-source:0@1.2", "kill-aggregator@1.8", "kill-any@2.4", "kill-worker:0@3.0")
+    summary = run_ray(spec("gedik"), stream, chaos=events).summary
+    recovery = exact_after(summary, stream)
+    killed = [e for e in summary["ray"]["chaos"] if "pid" in e]
+    assert len(killed) >= 4
+    assert recovery["deaths"] >= 4 and recovery["recovered"] == recovery["deaths"]
+    assert all(r["recovery_s"] is not None for r in recovery["failures"])
+    peaks = recovery["peak_rss_mb"]
+    assert peaks["aggregator"] > 0 and all(p > 0 for p in peaks["sources"] + peaks["workers"])
+
+
+def test_an_actor_that_does_not_come_back_is_reported_as_a_death(ray_session, stream, monkeypatch):
+    """An actor gone for good (no restart) ends the run with one line naming it and when it died, not as a
+    start-up problem."""
+    monkeypatch.setattr(driver, "RECOVERY_TIMEOUT_S", 2.0)
+
+    def kill_for_good(self, action, target):
+        ray.kill(self.actor(action, target), no_restart=True)
+        return {"action": action, "actor": "source 1"}
+
+    monkeypatch.setattr(driver.Run, "kill", kill_for_good)
+    with pytest.raises(RunFailed, match=r"^the source 1 died \d+\.\d s into the run and did not come back within 2 s$"):
+        run_ray(spec("pkg"), stream, chaos=("kill-source:1@1.0",))
