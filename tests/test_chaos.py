@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from topo.errors import RunFailed
-from topo.ray_engine import driver, run_ray
+from topo.ray_engine import driver, run_ray, watch
 from topo.spec import TopologySpec
 from topo.streams import stream_from_spec
 
@@ -91,7 +91,7 @@ def test_repeated_and_random_kills_in_one_run(ray_session, stream):
 def test_an_actor_that_does_not_come_back_is_reported_as_a_death(ray_session, stream, monkeypatch):
     """An actor gone for good (no restart) ends the run with one line naming it and when it died, not as a
     start-up problem."""
-    monkeypatch.setattr(driver, "RECOVERY_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(watch, "RECOVERY_TIMEOUT_S", 2.0)
 
     def kill_for_good(self, action, target):
         ray.kill(self.actor(action, target), no_restart=True)

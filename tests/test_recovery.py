@@ -127,6 +127,8 @@ def test_a_batch_is_committed_only_once_durable(tmp_path):
     assert accepted and sorted(map(tuple, told.tolist())) == [(0, 1)]  # the worker hears of it on its next flush
     accepted, _ = agg.flush(_flush(0, w0, [(0, 1, [0, 1, 2])], agg.op))
     assert not accepted and agg.stats["duplicate"] == 1  # never merged twice
+    accepted, _ = agg.flush(_flush(0, w0, [(1, 9, [8]), (1, 9, [8])], agg.op))
+    assert not accepted and agg.stats["duplicate"] == 2  # not even twice within one flush
 
 
 def test_a_restarted_aggregator_restores_its_last_checkpoint_and_fences(tmp_path):

@@ -81,7 +81,7 @@ class Aggregator(Mortal):
             self.stats["stale_source"] += 1  # a batch of a source incarnation that died: its successor re-sent it
             return False
         pairs = list(zip(sources.tolist(), ids.tolist(), strict=True))
-        if any(b in self._committed[s] or b in self._merging[s] for s, b in pairs):
+        if len(set(pairs)) < len(pairs) or any(b in self._committed[s] or b in self._merging[s] for s, b in pairs):
             self.stats["duplicate"] += 1
             return False
         for s, b in pairs:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import RayActorError
 
 import groupings
 from topo.model import Buffer, SourceNode
@@ -39,10 +39,8 @@ from topo.model.inputs import source_seed
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal
 from topo.ray_engine.protocol import pack, tag
+from topo.ray_engine.recovery import ACKED, FAILED, PENDING, Recovery
 from topo.spec import TopologySpec
-
-PENDING, ACKED, FAILED = "pending", "acked", "failed"
-RECOVERY_TIMEOUT_S = 120.0  # how long a source waits for a crashed worker to come back
 
 
 @dataclass(slots=True)
@@ -82,7 +80,7 @@ class Counters:
     signals: dict = field(default_factory=lambda: {"increase": 0, "decrease": 0})
 
 
-class Source(Mortal):
+class Source(Recovery, Mortal):
     """One spout of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Any, share: list,
@@ -304,109 +302,6 @@ class Source(Mortal):
                 self._release(entry)
                 self._batch_rows.append((b, entry.worker, len(entry.keys), entry.sent_s - self.t0,
                                          entry.acked_s - self.t0, entry.sends))
-
-    # --- recovery
-
-    def _recover_suspects(self) -> None:
-        while self._suspects:
-            self._recover(self._suspects.pop())
-
-    def _recover(self, w: int) -> None:
-        """Worker w may have lost batches: once it is up, re-send those neither committed nor held by it now."""
-        self.count.recoveries += 1
-        mine = [b for b, e in self._buffer.items() if e.worker == w]
-        incarnation, held = self._hello(w, mine)
-        self._incarnation[w] = max(self._incarnation[w], incarnation)
-        # asked after the new incarnation registered: no flush of an older one can commit anything from now on
-        self._commit(self._ask("committed", self.index, mine))
-        held = set(held)
-        replays = []
-        for b in sorted(mine):
-            entry = self._buffer.get(b)  # answers taken while re-sending may commit later ones
-            if entry is None or entry.state == PENDING:
-                continue  # committed, or its answer will tell
-            if b in held:
-                if entry.state == FAILED:
-                    entry.state, entry.incarnation = ACKED, incarnation  # the answer was lost, not the batch
-                    self._release(entry)
-                continue
-            if entry.state == FAILED or entry.incarnation < incarnation:
-                replays.append(entry)
-        self._replay(replays, "worker")
-
-    def _replay(self, entries: list[Entry], cause: str) -> None:
-        """Send these entries again, with their batch ids, counted under `cause`."""
-        if not entries:
-            return
-        tuples = sum(len(e.keys) for e in entries)
-        self.count.replays += len(entries)
-        self.count.replayed_tuples += tuples
-        self.count.replayed_by[cause] += tuples
-        self._send(entries)
-
-    def _take_rewinds(self) -> None:
-        while self._rewinds:
-            self._rewind(self._rewinds.pop(0))
-
-    def _rewind(self, cut: float) -> None:
-        """The aggregator restarted from a checkpoint: re-send what was acked before `cut` (so it was in a delta
-        the workers flushed before the restored aggregator checkpointed) and is not committed."""
-        self.count.rewinds += 1
-        acked = [b for b, e in self._buffer.items() if e.state == ACKED and e.acked_s < cut]
-        self._commit(self._ask("committed", self.index, acked))
-        self._replay([self._buffer[b] for b in acked if b in self._buffer], "aggregator")
-
-    def _ask(self, method: str, *args):
-        """The aggregator's answer to `method(*args)`, asked again while it is down (restarting from its checkpoint)."""
-        deadline = time.time() + RECOVERY_TIMEOUT_S
-        while True:
-            try:
-                return ray.get(getattr(self.aggregator, method).remote(*args))
-            except RayActorError:
-                if time.time() > deadline:
-                    raise RuntimeError(f"the aggregator did not come back within {RECOVERY_TIMEOUT_S:g} s") from None
-                time.sleep(0.05)
-
-    def _resume(self) -> None:
-        """This incarnation replaces one that died: fence and flush every worker, then route what is not
-        committed, in order, from the original input."""
-        clock = time.perf_counter()
-        newest = -1
-        for w in range(len(self.workers)):
-            newest = max(newest, self._until_up(w, lambda w=w: self.workers[w].fence.remote(self.index, self.epoch)))
-        for w in range(len(self.workers)):
-            self._until_up(w, lambda w=w: self.workers[w].flush_now.remote(-1))
-        done = self._ask("resume_source", self.index, self.epoch)
-        todo, committed = np.flatnonzero(~done), np.flatnonzero(done)
-        self._committed_at_resume = done
-        self.positions = todo
-        self.keys, self.seqs = self.keys[todo], self.seqs[todo]
-        self.arrivals = None if self.arrivals is None else self.arrivals[todo]
-        self.values = None if self.values is None else self.values[todo]
-        self.node = self._node(self.keys, self.arrivals)
-        # what the dead incarnation had sent reaches at least the newest position a worker received and the highest
-        # one committed (it routed in order); below that, what is not committed is sent again
-        sent_before = max((newest - self.index) // self.spec.sources, int(committed[-1]) if committed.size else -1)
-        replayed = int(np.count_nonzero(todo <= sent_before))
-        self.count.replayed_tuples += replayed
-        self.count.replayed_by["source"] += replayed
-        self.resumed = {"epoch": self.epoch, "committed": int(committed.size), "replayed_tuples": replayed,
-                        "resume_s": time.perf_counter() - clock, "grouping_state": "rebuilt",
-                        "first_position": int(todo[0]) if todo.size else None}
-
-    def _until_up(self, w: int, call):
-        """`ray.get(call())` on worker w, again while its process is down."""
-        deadline = time.time() + RECOVERY_TIMEOUT_S
-        while True:
-            try:
-                return ray.get(call(), timeout=10.0)
-            except (RayActorError, GetTimeoutError):
-                if time.time() > deadline:
-                    raise RuntimeError(f"worker {w} did not come back within {RECOVERY_TIMEOUT_S:g} s") from None
-                time.sleep(0.05)
-
-    def _hello(self, w: int, batch_ids: list[int]) -> tuple[int, list[int]]:
-        return self._until_up(w, lambda: self.workers[w].hello.remote(self.index, batch_ids))
 
     # --- the end
 

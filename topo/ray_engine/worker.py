@@ -114,7 +114,8 @@ class Worker(Mortal):
         self._fences = [0] * spec.sources  # per source: batches of its incarnations below this are dropped
         self._newest_seq = [-1] * spec.sources  # per source: the highest seq received from it
         self._serving: tuple[int, int] | None = None  # (source, batch id) the server is on, outside the queue
-        self.dropped = {"batches": 0, "tuples": 0}  # batches of dead source incarnations, never served
+        # batches of dead source incarnations, never served; and batches sent twice to this incarnation
+        self.dropped = {"batches": 0, "tuples": 0, "duplicates": 0}
         self._registered = threading.Event()
         threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
         threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
@@ -136,6 +137,10 @@ class Worker(Mortal):
             if epoch_of(batch_id) < self._fences[source]:
                 self._drop(len(tuples))
                 return None
+            if batch_id in self._accepted_ids[source]:
+                # sent again to this incarnation (a re-send that crossed a restart): answered, never served twice
+                self.dropped["duplicates"] += 1
+                return self._ack(source, batch_id, now)
             if len(tuples):
                 self._newest_seq[source] = max(self._newest_seq[source], int(tuples["seq"][-1]))
             self._accepted_ids[source].add(batch_id)
