@@ -48,6 +48,7 @@ class WorkerHost(Mortal):
         self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics) for w in indices}
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._ready: dict[int, asyncio.Event] = {}
+        self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
 
     async def process(self, frame: list[tuple], sent: float) -> None:
         """Queue a frame of buffers, (worker, source, batch id, tuples, values) each, sent at `sent`; each buffer's
@@ -68,10 +69,17 @@ class WorkerHost(Mortal):
             self._ready[source] = asyncio.Event()
         return self._ready[source]
 
-    async def acks(self, source: int) -> list:
-        """Every ack for `source` not taken yet; waits until there is at least one."""
+    async def acks(self, source: int, epoch: int = 0) -> list:
+        """Every ack for `source` not taken yet; waits until there is at least one. A poll of an earlier incarnation
+        of the source (its caller died, the call lives on) answers nothing once a newer one asks, so it can never
+        take the acks of its successor."""
         event = self._event(source)
-        while not self._outbox[source]:
+        if epoch > self._epochs[source]:
+            self._epochs[source] = epoch
+            event.set()  # wake a dead incarnation's poll, to let it go
+        while not self._outbox[source] or epoch < self._epochs[source]:
+            if epoch < self._epochs[source]:
+                return []
             event.clear()
             await event.wait()
         out, self._outbox[source] = self._outbox[source], []

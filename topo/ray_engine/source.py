@@ -216,7 +216,7 @@ class Source(Recovery, Mortal):
                 self._in_flight[entry.worker] += 1
                 waiting[(entry.worker, entry.batch_id)] = entry
             if h not in self._polls:
-                self._polls[h] = host.acks.remote(self.index)
+                self._polls[h] = host.acks.remote(self.index, self.epoch)
 
     def _all_inflight(self) -> list:
         """The long polls of the processes that owe this source an ack."""
@@ -265,7 +265,7 @@ class Source(Recovery, Mortal):
             entry = waiting.pop((ack.worker, ack.batch_id), None)
             if entry is not None:
                 self._acked(entry, ack)
-        self._polls[h] = self._hosts[h].acks.remote(self.index)
+        self._polls[h] = self._hosts[h].acks.remote(self.index, self.epoch)
 
     def _acked(self, entry: Entry, ack) -> None:
         w = entry.worker
