@@ -1,12 +1,17 @@
-"""What every actor of a run answers so that it can be killed for real and watched: its process, its memory."""
+"""What every actor of a run answers so that it can be killed for real and watched (its process, its memory), and
+the one way to ask an actor that may be down while Ray restarts it."""
 
 from __future__ import annotations
 
 import os
 import resource
 import signal
+import time
+from collections.abc import Callable
+from typing import Any
 
 import ray
+from ray.exceptions import RayActorError
 
 
 class Mortal:
@@ -32,3 +37,19 @@ class Mortal:
     def peak_rss_mb() -> float:
         """The most resident memory this process has used so far, in MiB (Linux reports KiB)."""
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def until_back(call: Callable[[], Any], gone: Callable[[], Exception] | None, timeout_s: float,
+               errors: tuple = (RayActorError,)) -> Any:
+    """`call()`, again every 50 ms while the actor it asks is down (Ray restarting it); after `timeout_s`, raise
+    `gone()` (None: the last error)."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            return call()
+        except errors:
+            if time.time() > deadline:
+                if gone is None:
+                    raise
+                raise gone() from None
+            time.sleep(0.05)

@@ -15,6 +15,8 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
+from topo.ray_engine.mortal import until_back
+
 PENDING, ACKED, FAILED = "pending", "acked", "failed"
 RECOVERY_TIMEOUT_S = 120.0  # how long a source waits for a crashed worker or aggregator to come back
 
@@ -73,14 +75,9 @@ class Recovery:
 
     def _ask(self, method: str, *args):
         """The aggregator's answer to `method(*args)`, asked again while it is down (restarting from its checkpoint)."""
-        deadline = time.time() + RECOVERY_TIMEOUT_S
-        while True:
-            try:
-                return ray.get(getattr(self.aggregator, method).remote(*args))
-            except RayActorError:
-                if time.time() > deadline:
-                    raise RuntimeError(f"the aggregator did not come back within {RECOVERY_TIMEOUT_S:g} s") from None
-                time.sleep(0.05)
+        return until_back(lambda: ray.get(getattr(self.aggregator, method).remote(*args)),
+                          lambda: RuntimeError(f"the aggregator did not come back within {RECOVERY_TIMEOUT_S:g} s"),
+                          RECOVERY_TIMEOUT_S)
 
     def _resume(self) -> None:
         """This incarnation replaces one that died: fence and flush every worker, then route what is not
@@ -111,14 +108,9 @@ class Recovery:
 
     def _until_up(self, w: int, call):
         """`ray.get(call())` on worker w, again while its process is down."""
-        deadline = time.time() + RECOVERY_TIMEOUT_S
-        while True:
-            try:
-                return ray.get(call(), timeout=10.0)
-            except (RayActorError, GetTimeoutError):
-                if time.time() > deadline:
-                    raise RuntimeError(f"worker {w} did not come back within {RECOVERY_TIMEOUT_S:g} s") from None
-                time.sleep(0.05)
+        return until_back(lambda: ray.get(call(), timeout=10.0),
+                          lambda: RuntimeError(f"worker {w} did not come back within {RECOVERY_TIMEOUT_S:g} s"),
+                          RECOVERY_TIMEOUT_S, (RayActorError, GetTimeoutError))
 
     def _hello(self, w: int, batch_ids: list[int]) -> tuple[int, list[int]]:
         return self._until_up(w, lambda: self.workers[w].hello.remote(self.index, batch_ids))

@@ -16,6 +16,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from topo.chaos import KILL_AGGREGATOR, KILL_CONTROLLER, KILL_SOURCE, label
 from topo.errors import RunFailed
+from topo.ray_engine.mortal import until_back
 
 RECOVERY_TIMEOUT_S = 120.0  # an actor that died and does not answer again within this fails the run
 POLL_S = 0.2  # the driver looks at progress, chaos, deaths and recoveries this often
@@ -147,12 +148,6 @@ class Watch:
 def final_result(run) -> tuple:
     """The aggregator's result; one that is restarting answers once it has restored its checkpoint (by then every
     batch is committed, so nothing is lost)."""
-    deadline = time.time() + RECOVERY_TIMEOUT_S
-    while True:
-        try:
-            return ray.get(run.aggregator.result.remote())
-        except RayActorError:
-            if time.time() > deadline:
-                raise RunFailed(f"the aggregator died at the end of the run and did not come back within "
-                                f"{RECOVERY_TIMEOUT_S:g} s") from None
-            time.sleep(0.05)
+    return until_back(lambda: ray.get(run.aggregator.result.remote()),
+                      lambda: RunFailed(f"the aggregator died at the end of the run and did not come back within "
+                                        f"{RECOVERY_TIMEOUT_S:g} s"), RECOVERY_TIMEOUT_S)

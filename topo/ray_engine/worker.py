@@ -26,7 +26,7 @@ import groupings
 import operators
 from topo.model import AckMeter, queue_capacity
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
-from topo.ray_engine.mortal import Mortal
+from topo.ray_engine.mortal import Mortal, until_back
 from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs, epoch_of
 from topo.spec import TopologySpec
 from topo.work import ServiceEmulator
@@ -58,18 +58,6 @@ class Job:
 def _wait(ref: ray.ObjectRef) -> Any:
     """The value of `ref`, blocking this thread only (never the actor's event loop, which stays free)."""
     return ref.future().result()
-
-
-def _retry(call, timeout_s: float = 120.0):
-    """`call()`, again while the actor it calls is down (restarting), for at most `timeout_s`."""
-    deadline = time.time() + timeout_s
-    while True:
-        try:
-            return call()
-        except ray.exceptions.RayActorError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def _resolve(future: asyncio.Future, ack: Ack | None) -> None:
@@ -155,8 +143,8 @@ class Worker(Mortal):
     def _register(self) -> None:
         """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes. Learn the
         sources' fences too: a batch of a source incarnation that died is not served by this one either."""
-        incarnation, fences = _retry(lambda: _wait(self.aggregator.register.remote(self.index, os.getpid(),
-                                                                                   self.node)))
+        incarnation, fences = until_back(
+            lambda: _wait(self.aggregator.register.remote(self.index, os.getpid(), self.node)), None, 120.0)
         with self._lock:
             self.incarnation = incarnation
             self._fences = [max(a, b) for a, b in zip(self._fences, fences, strict=True)]
