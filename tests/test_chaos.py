@@ -10,6 +10,7 @@ import ray
 
 from topo.errors import RunFailed
 from topo.ray_engine import driver, run_ray, watch
+from topo.ray_engine.mortal import until_back
 from topo.spec import TopologySpec
 from topo.streams import stream_from_spec
 
@@ -29,8 +30,9 @@ def stream():
 
 
 def spec(grouping: str, **changes) -> TopologySpec:
-    return TopologySpec(engine="ray", grouping=grouping, workers=4, sources=2, capacities=(1.0,) * 4, stream=STREAM,
-                        rate=RATE, seed=1, batch_size=100, linger_ms=5.0, worker_processes=2, **changes)
+    fields = {"workers": 4, "sources": 2, "capacities": (1.0,) * 4, "worker_processes": 2, **changes}
+    return TopologySpec(engine="ray", grouping=grouping, stream=STREAM, rate=RATE, seed=1, batch_size=100,
+                        linger_ms=5.0, **fields)
 
 
 def cells() -> list:
@@ -77,7 +79,8 @@ def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, ki
 
 def test_repeated_and_random_kills_in_one_run(ray_session, stream):
     """Several deaths of every kind in one run, including actors drawn by --seed, and it still ends exact."""
-    events = ("kill-worker:0@0.6", "kill-source:0@1.2", "kill-aggregator@1.8", "kill-any@2.4", "kill-worker:0@3.0")
+    events = ("kill-worker:0@0.6", "kill-source:0@1.2", "kill-aggregator@1.8", "kill-controller@2.1", "kill-any@2.4",
+              "kill-worker:0@3.0")
     summary = run_ray(spec("gedik"), stream, chaos=events).summary
     recovery = exact_after(summary, stream)
     killed = [e for e in summary["ray"]["chaos"] if "pid" in e]
@@ -100,3 +103,38 @@ def test_an_actor_that_does_not_come_back_is_reported_as_a_death(ray_session, st
     monkeypatch.setattr(driver.Run, "kill", kill_for_good)
     with pytest.raises(RunFailed, match=r"^the source 1 died \d+\.\d s into the run and did not come back within 2 s$"):
         run_ray(spec("pkg"), stream, chaos=("kill-source:1@1.0",))
+
+
+def test_a_batch_the_restarted_aggregator_lost_is_served_again_when_re_sent(ray_session, tmp_path):
+    """A batch left with a flush that the aggregator merged and then lost by dying before its checkpoint. Its
+    source re-sends it to the same worker incarnation, which must serve it again, not answer it as a duplicate
+    (a run with repeated kills once waited forever for that batch to be committed)."""
+    import uuid
+
+    import numpy as np
+
+    from topo.ray_engine.aggregator import Aggregator
+    from topo.ray_engine.host import WorkerHost
+    from topo.ray_engine.protocol import pack, tag
+
+    topology = spec("pkg", workers=1, sources=1, capacities=(1.0,), worker_processes=1)
+    name = f"aggregator-{uuid.uuid4().hex}"
+    aggregator = ray.remote(Aggregator).options(name=name, max_restarts=-1, num_cpus=0).remote(
+        topology.operator, 1, 1, [3], str(tmp_path), 3600.0)  # a checkpoint only when asked: the merge is lost
+    host = ray.remote(WorkerHost).options(num_cpus=0).remote([0], topology, name, "sleep", 1.0)
+    batch = tag(0, 7)
+    frame = [(0, 0, batch, pack(np.arange(3), np.array([5, 5, 6], np.uint64), np.zeros(3)), None)]
+    ray.get(host.call.remote(0, "hello", -1, []))
+    host.process.remote(frame, 0.0)
+    assert [a.batch_id for a in ray.get(host.acks.remote(0))] == [batch]
+    ray.get(host.call.remote(0, "flush_now", 0))  # merged, not durable
+    ray.kill(aggregator, no_restart=False)
+    assert until_back(lambda: ray.get(aggregator.alive.remote()), None, 60.0)["starts"] == 2
+    assert ray.get(host.call.remote(0, "hello", 0, [batch]))[1] == []  # the worker does not hold it any more
+    host.process.remote(frame, 0.0)
+    assert [a.batch_id for a in ray.get(host.acks.remote(0))] == [batch]
+    ray.get(host.call.remote(0, "flush_now", 0))
+    state, log, stats = until_back(lambda: ray.get(aggregator.result.remote()), None, 60.0)
+    assert sorted(log["seq"].tolist()) == [0, 1, 2]
+    report = ray.get(host.call.remote(0, "report"))
+    assert report["dropped"]["duplicates"] == 0

@@ -31,6 +31,7 @@ from topo.ray_engine.checkpoint import make_directory, remove_directory
 from topo.ray_engine.controller import ControlLoop
 from topo.ray_engine.host import WorkerHost, WorkerRef, host_groups
 from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
+from topo.ray_engine.mortal import until_back
 from topo.ray_engine.outputs import Collected, build_result
 from topo.ray_engine.source import Source
 from topo.ray_engine.watch import POLL_S, Watch, final_result
@@ -168,7 +169,9 @@ class Run:
             event["process_workers"] = self.hosts[self.workers[target].host_index]
         handle = self.actor(action, target)
         try:
-            pid, ip = ray.get(handle.where.remote(), timeout=10.0)
+            # an actor restarting (or too busy to answer at once) is asked again for a while
+            pid, ip = until_back(lambda: ray.get(handle.where.remote(), timeout=5.0), None, 10.0,
+                                 (RayActorError, GetTimeoutError))
         except (RayActorError, GetTimeoutError) as exc:
             return {**event, "error": type(exc).__name__}
         event.update(pid=pid, ip=ip)

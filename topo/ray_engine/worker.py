@@ -246,7 +246,10 @@ class Worker(Mortal):
             pairs = np.asarray(covered, np.int64).reshape(-1, 2)
             flush = Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state,
                           concat_logs(log))
-            accepted, durable = _wait(self.aggregator.flush.remote(flush))
+            try:
+                accepted, durable = _wait(self.aggregator.flush.remote(flush))
+            finally:
+                self._forget(pairs)
             with self._lock:
                 self.flushes["sent"] += 1
                 # committed = durable in a checkpoint (maybe this flush's, maybe earlier ones'): sources may forget
@@ -255,6 +258,14 @@ class Worker(Mortal):
                 if not accepted:
                     self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
             return bool(accepted)
+
+    def _forget(self, pairs: np.ndarray) -> None:
+        """These batches left with a flush: from now on the aggregator, not this worker, knows whether they are
+        merged. A re-send is served again (the aggregator restarted and lost them, or refused the flush), and
+        `hello` no longer says this worker holds them, so their source re-sends them if they are not committed."""
+        with self._lock:
+            for source, batch_id in pairs.tolist():
+                self._accepted_ids[source].discard(batch_id)
 
     async def flush_now(self, source: int) -> np.ndarray:
         """Flush at once; the batch ids of `source` committed since its last ack (none for source -1)."""
