@@ -28,7 +28,7 @@ class _Run:
 
 def load_run(path: Path) -> _Run:
     """Read the logs of one run directory (summary.json, latency.parquet, timeseries.parquet)."""
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     path = Path(path)
     missing = [f for f in (SUMMARY_FILE, LATENCY_FILE, TIMESERIES_FILE) if not (path / f).is_file()]
@@ -36,8 +36,10 @@ def load_run(path: Path) -> _Run:
         raise RunDirError(f"{path}: not a run directory (missing {', '.join(missing)})")
     try:
         summary = json.loads((path / SUMMARY_FILE).read_text())
-        latency = pd.read_parquet(path / LATENCY_FILE, columns=["worker", "finish_s", "arrival_s", "latency_ms"])
-        timeseries = pd.read_parquet(path / TIMESERIES_FILE)
+        # pyarrow's reader, not pandas': pandas' sometimes left a thread that aborted the process at exit
+        columns = ["worker", "finish_s", "arrival_s", "latency_ms"]
+        latency = pq.read_table(path / LATENCY_FILE, columns=columns).to_pandas()
+        timeseries = pq.read_table(path / TIMESERIES_FILE).to_pandas()
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user-facing problem
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise RunDirError(f"{path}: cannot read run logs ({type(exc).__name__}: {detail})") from None
