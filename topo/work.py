@@ -36,7 +36,6 @@ import time
 import numpy as np
 
 from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota
-from topo.work_cpu import Burner
 
 __all__ = ["CATCHUP_S", "MIN_SLEEP_S", "MODES", "SLACK_S", "ServiceEmulator", "apply_cgroup_quota",
            "cgroup_quota_possible", "release_cgroup_quota"]
@@ -90,7 +89,11 @@ class ServiceEmulator:
         self.core_share = share
         # wall-clock seconds = perf_counter + epoch: the precision of perf_counter, on time.time()'s scale
         self._epoch = time.time() - time.perf_counter()
-        self._burner = Burner() if mode == "cpu" and cost > 0 else None
+        self._burner = None
+        if mode == "cpu" and cost > 0:
+            from topo.work_cpu import Burner  # compiled at import (0.6 s): a sleeping worker's process never needs it
+
+            self._burner = Burner()
         self._deadline = 0.0  # the running deadline: when the last tuple was due (perf_counter seconds)
         self._returned = 0.0  # when the last batch returned, to tell own lateness from idle time
         self._busy_until = 0.0  # the last finish time, so overlapping busy intervals count once
