@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from side_by_side import chosen, run_all, script
 
 from topo.advice import pareto_front, rank, sort_key
 
@@ -73,7 +74,8 @@ def test_fig8_ranks_an_adaptive_grouping_above_kg_with_run_topology_numbers(tmp_
     assert (tmp_path / "adv/pareto.png").stat().st_size > 0 and "Use `" in (tmp_path / "adv/advice.md").read_text()
 
 
-@pytest.mark.parametrize("args, says", [
+# bad input: (arguments, what the one line says)
+REFUSED = [
     (["--groupings", "kg,nope"], "nope"),
     (["--groupings", "kg,kg"], "distinct"),
     (["--rate", "100", "--utilization", "0.5"], "not both"),
@@ -81,11 +83,26 @@ def test_fig8_ranks_an_adaptive_grouping_above_kg_with_run_topology_numbers(tmp_
     (["--confirm", "5", "--groupings", "kg,pkg"], "only 2"),
     (["--workers", "3", "--capacities", "1,1"], "capacities"),
     (["--stream", "zipf:z=1.1,keys=10,messages=0,seed=1"], "messages"),
-])
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, says):
-    got = advise(tmp_path, *args, "--out", "adv", "--quiet")
+]
+
+
+@pytest.fixture(scope="module")
+def refusals(request, tmp_path_factory) -> dict[int, tuple[Path, subprocess.CompletedProcess]]:
+    """The selected bad inputs, run side by side, each in its own empty directory."""
+    base = tmp_path_factory.mktemp("refused")
+    jobs = {}
+    for case in chosen(request, "case"):
+        (base / f"case-{case}").mkdir()
+        jobs[case] = (script("advise", *REFUSED[case][0], "--out", "adv", "--quiet"), base / f"case-{case}")
+    return {case: (jobs[case][1], got) for case, got in run_all(jobs, timeout_s=600.0).items()}
+
+
+@pytest.mark.parametrize("case", range(len(REFUSED)), ids=[says for _, says in REFUSED])
+def test_bad_input_is_one_line_and_writes_nothing(refusals, case):
+    says = REFUSED[case][1]
+    directory, got = refusals[case]
     assert got.returncode == 2 and says in got.stderr and len(got.stderr.strip().splitlines()) == 1, got.stderr
-    assert "Traceback" not in got.stderr and not (tmp_path / "adv").exists()
+    assert "Traceback" not in got.stderr and not (directory / "adv").exists()
 
 
 @pytest.mark.slow

@@ -9,12 +9,9 @@ the one Spark case at the end.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from side_by_side import chosen, run_all, script
 
-ROOT = Path(__file__).resolve().parents[1]
 STREAM = "zipf:z=1.2,keys=200,messages=500,seed=1"
 FORBIDDEN = "/proc/forbidden/out"  # a directory nobody can make, root included
 GOOD = pa.table({"seq": pa.array([0, 1, 2], pa.int64()), "key": ["a", "b", "a"]})
@@ -147,32 +144,20 @@ class Outcome:
     got: subprocess.CompletedProcess | None = None
 
 
-def _run(outcome: Outcome, script: str, argv: list[str]) -> None:
-    args = [sys.executable, str(ROOT / "scripts" / f"{script}.py"), *(_fill(a, outcome.fill) for a in argv)]
-    try:
-        outcome.got = subprocess.run(args, cwd=outcome.root / "cwd", capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired as exc:  # a hang fails its own case, not the others
-        outcome.got = subprocess.CompletedProcess(args, "timeout", "", str(exc))
-
-
 @pytest.fixture(scope="module")
 def outcomes(request, inputs, tmp_path_factory) -> dict[int, Outcome]:
-    """The selected cases, run a few at a time: each is a second of interpreter start-up and imports, so on two
-    cores running them side by side halves the file's time."""
-    chosen = sorted({item.callspec.params["case"] for item in request.session.items
-                     if item.module is request.module and "case" in getattr(getattr(item, "callspec", None),
-                                                                             "params", {})})
+    """The selected cases, each in its own copy of the inputs, run side by side."""
     base = tmp_path_factory.mktemp("cases")
     done: dict[int, Outcome] = {}
-    for i in chosen:
+    for i in chosen(request, "case"):
         root = base / f"case-{i}"
         shutil.copytree(inputs, root / "in")
         (root / "cwd").mkdir()
         fill = {"{in}": str(root / "in"), "{out}": str(root / "cwd" / "out"), "{closed}": _closed_port()}
         done[i] = Outcome(root, fill, _snapshot(root / "in"))
-    with ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1) as pool:
-        for future in [pool.submit(_run, done[i], CASES[i][0], CASES[i][1]) for i in chosen]:
-            future.result()
+    jobs = {i: (script(CASES[i][0], *(_fill(a, o.fill) for a in CASES[i][1])), o.root / "cwd") for i, o in done.items()}
+    for i, got in run_all(jobs, timeout_s=60.0).items():
+        done[i].got = got
     return done
 
 

@@ -54,10 +54,13 @@ def exact_after(summary: dict, stream) -> dict:
 
 
 @pytest.mark.parametrize(("grouping", "kind", "when"), cells())
-def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, kind, when):
+def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, kind, when, record_property):
     event = f"{KINDS[kind]}@{TIMES[when]}"
     summary = run_ray(spec(grouping), stream, chaos=(event,)).summary
     recovery = exact_after(summary, stream)
+    # the matrix's numbers, for `pytest --junitxml`: each recovery's seconds and the tuples replayed, by cause
+    record_property("recovery_s", [f["recovery_s"] for f in recovery["failures"]])
+    record_property("replayed_by", recovery["replayed_by"])
     (kill,) = summary["ray"]["chaos"]
     if "skipped" in kill:  # a late kill may come after the last tuple: nothing to recover then
         assert when == "late"
@@ -87,6 +90,10 @@ def test_repeated_and_random_kills_in_one_run(ray_session, stream):
     assert len(killed) >= 4
     assert recovery["deaths"] >= 4 and recovery["recovered"] == recovery["deaths"]
     assert all(r["recovery_s"] is not None for r in recovery["failures"])
+    # each kill of worker 0's process started a new incarnation (one killed before it registered goes uncounted)
+    starts = 1 + sum(1 for e in killed if 0 in e.get("process_workers", ()))
+    assert summary["per_worker"][0]["incarnations"] == summary["ray"]["incarnations"][0]
+    assert 2 <= summary["ray"]["incarnations"][0] <= starts
     peaks = recovery["peak_rss_mb"]
     assert peaks["aggregator"] > 0 and all(p > 0 for p in peaks["sources"] + peaks["workers"])
 

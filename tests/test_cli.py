@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from contract import LATENCY_KEYS, SUMMARY_KEYS, WORKER_KEYS
+from side_by_side import chosen, run_all, script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "run_topology.py"
@@ -59,49 +60,63 @@ def test_same_seed_same_summary(tmp_path):
     assert sa == sb
 
 
-@pytest.mark.parametrize(
-    "args, fragment",
-    [
-        (["--grouping", "nope"], "unknown grouping"),
-        (["--workers", "3", "--capacities", "1,1"], "--capacities"),
-        (["--capacities", "1,x,1,1"], "--capacities"),
-        (["--workers", "4", "--capacities", "1,0,1,1"], "positive"),
-        (["--workers", "0"], "--workers"),
-        (["--stream", "zipf:z=abc,keys=10,messages=10"], "z"),
-        (["--stream", "poisson:z=1,keys=10,messages=10"], "poisson"),
-        (["--stream", "zipf:z=1.0,keys=10"], "messages"),
-        (["--set", "eps"], "KEY=VALUE"),
-        (["--grouping", "porc", "--set", "eps=-1"], "eps"),
-        (["--grouping", "porc", "--set", "bogus=1"], "bogus"),
-        (["--operator", "nope"], "operator"),
-        (["--engine", "spark"], "engine"),
-        (["--workers", "two"], "workers"),
-        (["--rate", "-5"], "rate"),
-        (["--stream", "/nonexistent/dataset"], "/nonexistent/dataset"),
-        (["--capacity-schedule", "5000:1,1"], "--capacity-schedule"),
-        (["--capacity-schedule", "soon:1,1,1,1"], "--capacity-schedule"),
-        (["--scale-schedule", "2s:zero"], "--scale-schedule"),
-        (["--migration-ms-per-key", "-1"], "--migration-ms-per-key"),
-        (["--aggregate-every", "0"], "--aggregate-every"),
-        (["--operator", "topk", "--operator-set", "kk=1"], "kk"),
-        (["--operator", "topk", "--operator-set", "k=many"], "k"),
-        (["--chaos", "boom"], "--chaos"),
-        (["--chaos", "kill-worker:1@2"], "--engine ray"),
-        (["--work", "fast"], "--work"),
-        (["--placement", "a,b"], "--placement"),
-    ],
-)
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, fragment):
-    out = tmp_path / "run"
-    r = run("--engine", "sim", "--stream", SMALL, *args, "--out", str(out)) if "--stream" not in args else \
-        run("--engine", "sim", *args, "--out", str(out))
+# bad input on the sim engine: (arguments, what the one line says)
+REFUSED = [
+    (["--grouping", "nope"], "unknown grouping"),
+    (["--workers", "3", "--capacities", "1,1"], "--capacities"),
+    (["--capacities", "1,x,1,1"], "--capacities"),
+    (["--workers", "4", "--capacities", "1,0,1,1"], "positive"),
+    (["--workers", "0"], "--workers"),
+    (["--stream", "zipf:z=abc,keys=10,messages=10"], "z"),
+    (["--stream", "poisson:z=1,keys=10,messages=10"], "poisson"),
+    (["--stream", "zipf:z=1.0,keys=10"], "messages"),
+    (["--set", "eps"], "KEY=VALUE"),
+    (["--grouping", "porc", "--set", "eps=-1"], "eps"),
+    (["--grouping", "porc", "--set", "bogus=1"], "bogus"),
+    (["--operator", "nope"], "operator"),
+    (["--engine", "spark"], "engine"),
+    (["--workers", "two"], "workers"),
+    (["--rate", "-5"], "rate"),
+    (["--stream", "/nonexistent/dataset"], "/nonexistent/dataset"),
+    (["--capacity-schedule", "5000:1,1"], "--capacity-schedule"),
+    (["--capacity-schedule", "soon:1,1,1,1"], "--capacity-schedule"),
+    (["--scale-schedule", "2s:zero"], "--scale-schedule"),
+    (["--migration-ms-per-key", "-1"], "--migration-ms-per-key"),
+    (["--aggregate-every", "0"], "--aggregate-every"),
+    (["--operator", "topk", "--operator-set", "kk=1"], "kk"),
+    (["--operator", "topk", "--operator-set", "k=many"], "k"),
+    (["--chaos", "boom"], "--chaos"),
+    (["--chaos", "kill-worker:1@2"], "--engine ray"),
+    (["--work", "fast"], "--work"),
+    (["--placement", "a,b"], "--placement"),
+]
+
+
+@pytest.fixture(scope="module")
+def refusals(request, tmp_path_factory) -> dict[int, tuple[Path, subprocess.CompletedProcess]]:
+    """The selected bad inputs, run side by side, each with its own empty directory for --out."""
+    base = tmp_path_factory.mktemp("refused")
+    jobs, dirs = {}, {}
+    for case in chosen(request, "case"):
+        args = REFUSED[case][0]
+        dirs[case] = base / f"case-{case}"
+        dirs[case].mkdir()
+        stream = [] if "--stream" in args else ["--stream", SMALL]
+        jobs[case] = (script("run_topology", "--engine", "sim", *stream, *args, "--out", str(dirs[case] / "run")),
+                      ROOT)
+    return {case: (dirs[case], got) for case, got in run_all(jobs, timeout_s=300.0).items()}
+
+
+@pytest.mark.parametrize("case", range(len(REFUSED)), ids=[says for _, says in REFUSED])
+def test_bad_input_is_one_line_and_exit_2(refusals, case):
+    fragment = REFUSED[case][1]
+    directory, r = refusals[case]
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "Traceback" not in r.stderr
     assert fragment in lines[0]
-    assert not out.exists()
-    assert list(tmp_path.iterdir()) == []
+    assert list(directory.iterdir()) == []
 
 
 @pytest.mark.parametrize(

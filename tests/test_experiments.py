@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import experiment_params
+from side_by_side import run_all, script
 
 import experiments
 from groupings.adaptive import gedik_build as gb
@@ -80,22 +81,21 @@ def test_ray_deployment_cg_beats_kg_on_capped_workers(outputs):
 
 
 def test_reproduce_lists_and_rejects_unknown_names(tmp_path):
-    script = ROOT / "scripts" / "reproduce.py"
-    listed = subprocess.run([sys.executable, str(script), "--list"], capture_output=True, text=True, timeout=120)
+    got = run_all({
+        "listed": (script("reproduce", "--list"), tmp_path),
+        "bad": (script("reproduce", "nope", "--out", str(tmp_path / "out")), tmp_path),
+        # a typo among several names: checked before anything runs, so nothing is written
+        "mixed": (script("reproduce", "cg-sources", "nope", "--out", str(tmp_path / "out")), tmp_path),
+        "both": (script("reproduce", "--all", "cg-sources"), tmp_path),
+    })
+    listed, bad, mixed, both = got["listed"], got["bad"], got["mixed"], got["both"]
     assert listed.returncode == 0
     for name in ("cg-heterogeneity", "cg-capacity-change", "fish-drift", "gedik-scaling", "ray-heterogeneous"):
         assert name in listed.stdout
-    bad = subprocess.run([sys.executable, str(script), "nope", "--out", str(tmp_path)], capture_output=True,
-                         text=True, timeout=120)
     assert bad.returncode == 2 and "unknown experiment" in bad.stderr and "Traceback" not in bad.stderr
-    assert list(tmp_path.iterdir()) == []
-    # a typo among several names: checked before anything runs, so nothing is written
-    mixed = subprocess.run([sys.executable, str(script), "cg-sources", "nope", "--out", str(tmp_path)],
-                           capture_output=True, text=True, timeout=120)
-    assert mixed.returncode == 2 and "'nope'" in mixed.stderr and list(tmp_path.iterdir()) == []
-    both = subprocess.run([sys.executable, str(script), "--all", "cg-sources"], capture_output=True, text=True,
-                          timeout=120)
+    assert mixed.returncode == 2 and "'nope'" in mixed.stderr
     assert both.returncode == 2 and "not both" in both.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_reproduce_runs_several_and_summarises(tmp_path):

@@ -3,7 +3,8 @@
 The topology runs in a subprocess (one pytest process holds one Ray, and the metrics export port is chosen when
 Ray starts); Prometheus scrapes it every second. Every metric of `topo.metric_names.METRICS` must have data with
 its labels, the latency percentiles must agree with summary.json within the histogram's bucket resolution, and
-every dashboard query (`topo.dashboards.all_queries`, when that module exists) must return data.
+every dashboard query (`topo.dashboards.all_queries`, when that module exists) must return data. While the run
+lasts, its processes must listen on loopback only (nothing unauthenticated open beyond it on a local run).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from sockets import READABLE, is_loopback, listening, tree
 
 from topo.metric_names import HISTOGRAM, LATENCY_BUCKETS_MS, METRICS
 
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = "obs-run"
 WORKERS, SOURCES = 4, 2
 PROMETHEUS = shutil.which("prometheus")
+LISTENED: set[tuple[str, int]] = set()  # (address, port) the run's processes listened on while it ran
 
 
 def _free_port() -> int:
@@ -116,7 +119,13 @@ def run(prometheus, metrics_port, tmp_path_factory):
     start = time.time()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        stdout, stderr = proc.communicate(timeout=120)
+        # while it runs, every socket the run's processes listen on (Ray's and the exporter)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if READABLE:
+                LISTENED.update(listening(tree(proc.pid)))
+            time.sleep(0.2)
+        stdout, stderr = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -126,6 +135,19 @@ def run(prometheus, metrics_port, tmp_path_factory):
     summary = json.loads((out / "summary.json").read_text())
     assert json.loads(stdout.strip().splitlines()[-1])["tuples_in"] == summary["tuples_in"]
     return summary, start, time.time()
+
+
+def test_a_local_ray_run_listens_on_loopback_only(run, metrics_port):
+    """Nothing open beyond loopback: the run listened on 127.0.0.1 only, Ray's own ports included (GCS, raylet,
+    object manager, agents, workers), and the metrics endpoint was up there."""
+    if not READABLE:
+        pytest.skip("reads sockets from Linux's /proc")
+    seen = LISTENED
+    assert ("127.0.0.1", metrics_port) in seen, sorted(seen)
+    assert {ip for ip, p in seen if p == metrics_port} == {"127.0.0.1"}
+    assert len(seen) >= 5, sorted(seen)  # GCS, raylet, agents and workers were seen, not just the exporter
+    exposed = sorted((ip, p) for ip, p in seen if not is_loopback(ip))
+    assert not exposed, f"listening beyond loopback: {exposed}"
 
 
 def _bucket(value: float) -> int:

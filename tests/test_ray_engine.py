@@ -135,7 +135,9 @@ def test_bad_chaos_and_cpu_shares_are_one_line_errors():
 # --- with Ray
 
 
-@pytest.mark.parametrize("grouping", ["kg", "pkg", "fish", "key_shared"])
+# kg and fish on Ray are also checked in the slow suite; pkg here, and every grouping by the chaos matrix's four
+@pytest.mark.parametrize("grouping", [pytest.param("kg", marks=pytest.mark.slow), "pkg",
+                                      pytest.param("fish", marks=pytest.mark.slow), "key_shared"])
 def test_small_runs_are_exact_with_the_simulators_keys(ray_session, grouping):
     spec = TopologySpec(grouping=grouping, workers=2, sources=2, cost_ms=0.0, batch_size=400, max_pending=4)
     stream = zipf_stream(8000)
@@ -220,6 +222,7 @@ def test_cgroup_quotas_are_set_per_worker_and_lifted_after(overload):
     assert not list(root.glob(f"{work_cgroup.GROUP_PREFIX}*"))  # no group is left behind
 
 
+@pytest.mark.slow  # the default suite kills workers in tests/test_chaos.py
 def test_a_worker_killed_mid_run_loses_nothing(ray_session):
     spec = TopologySpec(grouping="pkg", workers=2, sources=2, cost_ms=0.05, rate=10000.0, batch_size=200,
                         aggregate_every_s=0.3)
@@ -248,7 +251,7 @@ def test_controller_strategies_push_versions_to_every_source(ray_session, groupi
     assert "repartitions" in summary and summary["migrated_keys"] >= 0
 
 
-@pytest.mark.parametrize("grouping", ["pkg", "albic"])
+@pytest.mark.parametrize("grouping", ["pkg", pytest.param("albic", marks=pytest.mark.slow)])
 def test_workers_join_and_leave_by_time_and_by_messages(ray_session, grouping):
     # a third worker joins at 0.4 s; after 20000 messages (2 s) it leaves again, and capacities change at 5000
     # messages; albic needs a few of its 0.25 s periods after the join to hand the newcomer key groups
