@@ -1,7 +1,9 @@
-"""One local Ray instance for the whole test session, for the tests that need Ray."""
+"""Shared set-up for the whole test session: one local Ray, one Spark (started in the background), and the quick
+runs of the registered experiments."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 import pytest
@@ -17,20 +19,46 @@ def ray_session():
     ray.shutdown()
 
 
+_SPARK: dict = {}  # the session's Spark, started in the background as soon as a selected test will need it
+
+
+def _start_spark() -> None:
+    try:
+        from spark.session import get_session
+
+        session = get_session("local[2]", app="tests")
+        session.range(1).count()  # the first job warms the JVM too
+        _SPARK["session"] = session
+    except BaseException as exc:  # noqa: BLE001 - re-raised in the fixture, where a test sees it
+        _SPARK["error"] = exc
+
+
+def pytest_collection_finish(session) -> None:
+    """Start Spark (about 14 s) while the tests before the first Spark test run."""
+    if any("spark" in getattr(item, "fixturenames", ()) for item in session.items):
+        _SPARK["thread"] = threading.Thread(target=_start_spark, name="spark-start", daemon=True)
+        _SPARK["thread"].start()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session (two cores) for the whole test session, stopped when it ends."""
-    from spark.session import get_session
-
-    session = get_session("local[2]", app="tests")
+    if "thread" not in _SPARK:  # a selection the collection hook did not see (e.g. a plugin added the test)
+        _start_spark()
+    else:
+        _SPARK["thread"].join()
+    if "error" in _SPARK:
+        raise _SPARK["error"]
+    session = _SPARK["session"]
     yield session
     session.stop()
 
 
-# experiments whose quick run takes more than about 8 s here (fish-ablations 69 s, ray-heterogeneous 39 s, fish-drift
-# 31 s, the others 9 to 15 s): their tests are marked slow, and the default suite never runs them
+# experiments whose quick run takes more than about 5 s here (fish-ablations 69 s, ray-heterogeneous 39 s, fish-drift
+# 31 s, the others 5 to 15 s): their tests are marked slow, and the default suite never runs them
 SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift", "sim-vs-ray", "cg-heterogeneity",
-                              "cg-capacity-change", "cg-virtual-workers", "albic-periods"})
+                              "cg-capacity-change", "cg-virtual-workers", "albic-periods", "production-vs-papers",
+                              "gedik-sigma"})
 
 
 class QuickRuns(Mapping):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from contract import LATENCY_KEYS, SUMMARY_KEYS, WORKER_KEYS
-from side_by_side import chosen, run_all, script
+from side_by_side import run_all, script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "run_topology.py"
@@ -21,10 +21,27 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           cwd=cwd or ROOT, timeout=300)
 
 
-def test_json_summary_has_the_contract_keys(tmp_path):
-    out = tmp_path / "run"
-    r = run("--grouping", "pkg", "--engine", "sim", "--workers", "4", "--sources", "2",
-            "--stream", SMALL, "--out", str(out), "--json")
+SEEDED = ["--grouping", "potc", "--engine", "sim", "--stream", SMALL, "--seed", "5", "--json", "--no-plots"]
+
+
+@pytest.fixture(scope="module")
+def good_runs(tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+    """The good runs of this file, side by side: json output, the table, and one seed twice."""
+    base = tmp_path_factory.mktemp("runs")
+    jobs = {
+        "json": ["--grouping", "pkg", "--engine", "sim", "--workers", "4", "--sources", "2", "--stream", SMALL,
+                 "--out", str(base / "json" / "run"), "--json"],
+        "table": ["--grouping", "kg", "--engine", "sim", "--stream", SMALL, "--out", str(base / "r"), "--quiet"],
+        "seed-a": [*SEEDED, "--out", str(base / "a")],
+        "seed-b": [*SEEDED, "--out", str(base / "b")],
+    }
+    (base / "json").mkdir()
+    return base, run_all({key: (script("run_topology", *args), ROOT) for key, args in jobs.items()}, 300.0)
+
+
+def test_json_summary_has_the_contract_keys(good_runs):
+    base, runs = good_runs
+    out, r = base / "json" / "run", runs["json"]
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert list(summary)[: len(SUMMARY_KEYS)] == SUMMARY_KEYS
@@ -39,21 +56,18 @@ def test_json_summary_has_the_contract_keys(tmp_path):
     for name in ("timeseries.parquet", "latency.parquet", "spec.json", "latency_cdf.png", "workers.png",
                  "load.png"):
         assert (out / name).is_file(), name
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+    assert [p.name for p in out.parent.iterdir()] == ["run"]  # no temporary left behind
 
 
-def test_table_output_is_readable(tmp_path):
-    r = run("--grouping", "kg", "--engine", "sim", "--stream", SMALL, "--out", str(tmp_path / "r"), "--quiet")
+def test_table_output_is_readable(good_runs):
+    r = good_runs[1]["table"]
     assert r.returncode == 0, r.stderr
     assert "throughput" in r.stdout and "per worker" in r.stdout
 
 
-def test_same_seed_same_summary(tmp_path):
-    a = run("--grouping", "potc", "--engine", "sim", "--stream", SMALL, "--seed", "5", "--json",
-            "--out", str(tmp_path / "a"), "--no-plots")
-    b = run("--grouping", "potc", "--engine", "sim", "--stream", SMALL, "--seed", "5", "--json",
-            "--out", str(tmp_path / "b"), "--no-plots")
-    sa, sb = (json.loads(x.stdout.strip().splitlines()[-1]) for x in (a, b))
+def test_same_seed_same_summary(good_runs):
+    runs = good_runs[1]
+    sa, sb = (json.loads(runs[key].stdout.strip().splitlines()[-1]) for key in ("seed-a", "seed-b"))
     for s in (sa, sb):
         s.pop("run_dir")
         s.pop("wall_clock_s")  # how long the machine took is not part of the result
@@ -92,31 +106,26 @@ REFUSED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def refusals(request, tmp_path_factory) -> dict[int, tuple[Path, subprocess.CompletedProcess]]:
-    """The selected bad inputs, run side by side, each with its own empty directory for --out."""
-    base = tmp_path_factory.mktemp("refused")
-    jobs, dirs = {}, {}
-    for case in chosen(request, "case"):
-        args = REFUSED[case][0]
-        dirs[case] = base / f"case-{case}"
-        dirs[case].mkdir()
-        stream = [] if "--stream" in args else ["--stream", SMALL]
-        jobs[case] = (script("run_topology", "--engine", "sim", *stream, *args, "--out", str(dirs[case] / "run")),
-                      ROOT)
-    return {case: (dirs[case], got) for case, got in run_all(jobs, timeout_s=300.0).items()}
-
-
 @pytest.mark.parametrize("case", range(len(REFUSED)), ids=[says for _, says in REFUSED])
-def test_bad_input_is_one_line_and_exit_2(refusals, case):
-    fragment = REFUSED[case][1]
-    directory, r = refusals[case]
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert "Traceback" not in r.stderr
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
+    """In process, through run_topology.py's own entry point (tests/test_bad_inputs.py starts the script itself
+    for the inputs only a process shows)."""
+    from topo.cli import main
+
+    args, fragment = REFUSED[case]
+    out = tmp_path / "run"
+    stream = [] if "--stream" in args else ["--stream", SMALL]
+    try:
+        status = main(["--engine", "sim", *stream, *args, "--out", str(out)])
+    except SystemExit as exc:  # argparse's own refusals
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
     assert fragment in lines[0]
-    assert list(directory.iterdir()) == []
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import pytest
 
 from experiments.gedik_params import HASHES, RESOURCE_SETS
 from groupings.adaptive import gedik_build as gb
@@ -50,6 +51,7 @@ def test_gedik_resources_linear_and_quadratic_are_harder_to_balance(outputs):
     assert min(lql[h]["b_c_at_top"] for h in HASHES) > 2 * max(lql[b]["b_c_at_top"] for b in gb.BUILDS)
 
 
+@pytest.mark.slow  # gedik-sigma's quick run takes about 5 s (tests/conftest.py)
 def test_gedik_sigma_trades_balance_for_migration(outputs):
     out, n = outputs["gedik-sigma"]
     _files(out, "sigma")
@@ -70,6 +72,7 @@ def test_gedik_sigma_trades_balance_for_migration(outputs):
     assert np.mean(n["LCL"]["redist"]["m"][:upto]) < np.mean(n["LCL"]["scan"]["m"][:upto])
 
 
+@pytest.mark.slow  # gedik-sigma's quick run takes about 5 s (tests/conftest.py)
 def test_gedik_sigma_readj_loses_its_edge_at_low_sigma_and_lql_rises_mid_range(outputs):
     _, n = outputs["gedik-sigma"]
     lcl = n["LCL"]

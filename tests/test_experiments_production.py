@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from experiments.production import GROUPINGS, PRODUCTION
 
 
+@pytest.mark.slow  # its quick run takes about 7 s (tests/conftest.py)
 def test_production_partitioners_against_the_papers(outputs):
     numbers = outputs["production-vs-papers"][1]
     scenarios = {key.split("/")[0] for key in numbers}
