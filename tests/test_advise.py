@@ -46,19 +46,19 @@ def advise(tmp_path, *args):
                           cwd=tmp_path, timeout=600)
 
 
-def run_sim(tmp_path, grouping):
-    out = subprocess.run([sys.executable, str(ROOT / "scripts/run_topology.py"), "--engine", "sim", "--grouping",
-                          grouping, *FIG8, "--json", "--quiet", "--no-plots", "--out", str(tmp_path / grouping)],
-                         capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def comparable(s):
     return {k: v for k, v in s.items() if k not in ("run_dir", "wall_clock_s", "rank", "pareto")}
 
 
 def test_fig8_ranks_an_adaptive_grouping_above_kg_with_run_topology_numbers(tmp_path):
-    got = advise(tmp_path, "--groupings", "kg,pkg,cg", *FIG8, "--jobs", "2", "--out", "adv", "--json")
+    # advise.py, and the same specs through run_topology.py, side by side
+    runs = run_all({
+        "advise": (script("advise", "--groupings", "kg,pkg,cg", *FIG8, "--jobs", "2", "--out", "adv", "--json"),
+                   tmp_path),
+        **{name: (script("run_topology", "--engine", "sim", "--grouping", name, *FIG8, "--json", "--quiet",
+                         "--no-plots", "--out", str(tmp_path / name)), tmp_path) for name in ("kg", "cg")},
+    }, 600.0)
+    got = runs["advise"]
     assert got.returncode == 0, got.stderr
     doc = json.loads(got.stdout.strip().splitlines()[-1])
     assert doc == json.loads((tmp_path / "adv/advice.json").read_text())
@@ -69,7 +69,8 @@ def test_fig8_ranks_an_adaptive_grouping_above_kg_with_run_topology_numbers(tmp_
                <= set(s) for s in doc["ranking"])
     for name in ("kg", "cg"):  # the same spec through run_topology.py gives the same summary
         ranked = next(s for s in doc["ranking"] if s["grouping"] == name)
-        assert comparable(ranked) == comparable(run_sim(tmp_path, name))
+        assert runs[name].returncode == 0, runs[name].stderr
+        assert comparable(ranked) == comparable(json.loads(runs[name].stdout.strip().splitlines()[-1]))
         assert (tmp_path / "adv" / ranked["run_dir"] / "summary.json").is_file()
     assert (tmp_path / "adv/pareto.png").stat().st_size > 0 and "Use `" in (tmp_path / "adv/advice.md").read_text()
 

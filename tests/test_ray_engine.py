@@ -135,7 +135,7 @@ def test_bad_chaos_and_cpu_shares_are_one_line_errors():
 # --- with Ray
 
 
-# kg and fish on Ray are also checked in the slow suite; pkg here, and every grouping by the chaos matrix's four
+# kg and fish on Ray run in the slow suite (kg also in the chaos matrix); pkg and key_shared here
 @pytest.mark.parametrize("grouping", [pytest.param("kg", marks=pytest.mark.slow), "pkg",
                                       pytest.param("fish", marks=pytest.mark.slow), "key_shared"])
 def test_small_runs_are_exact_with_the_simulators_keys(ray_session, grouping):

@@ -92,7 +92,7 @@ class Worker(Mortal):
         self._covered: list[tuple[int, int]] = []  # (source, batch id) in the current delta
         self._log: list[dict[str, np.ndarray]] = []
         self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
-        self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids this incarnation took
+        self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids taken, not yet flushed
         self.transit_s: list[float] = []  # per buffer: time from the source's send to this queue, beyond the delay
         self.signals_to = [0] * spec.sources  # signals piggybacked on acks to each source
         self.flushes = {"sent": 0, "rejected": 0}
