@@ -20,8 +20,6 @@ TIMES = {"early": 0.5, "middle": 2.0, "late": 3.5}
 KINDS = {"source": "kill-source:1", "worker": "kill-worker:2", "aggregator": "kill-aggregator",
          "controller": "kill-controller"}
 GROUPINGS = ("kg", "pkg", "cg", "gedik")
-# the default suite kills every kind of actor in `test_repeated_and_random_kills_in_one_run`; the matrix is slow
-DEFAULT: set[tuple[str, str, str]] = set()
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +40,7 @@ def cells() -> list:
             if kind == "controller" and grouping != "gedik":
                 continue  # only gedik and albic have a controller
             for when in TIMES:
-                marks = () if (grouping, kind, when) in DEFAULT else (pytest.mark.slow,)
-                out.append(pytest.param(grouping, kind, when, marks=marks, id=f"{grouping}-{kind}-{when}"))
+                out.append(pytest.param(grouping, kind, when, id=f"{grouping}-{kind}-{when}"))
     return out
 
 
@@ -53,6 +50,7 @@ def exact_after(summary: dict, stream) -> dict:
     return summary["ray"]["recovery"]
 
 
+@pytest.mark.slow  # the default suite kills every kind of actor in `test_repeated_and_random_kills_in_one_run`
 @pytest.mark.parametrize(("grouping", "kind", "when"), cells())
 def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, kind, when, record_property):
     event = f"{KINDS[kind]}@{TIMES[when]}"
