@@ -37,7 +37,7 @@ class Recovery:
         # asked after the new incarnation registered: no flush of an older one can commit anything from now on
         self._commit(self._ask("committed", self.index, mine))
         held = set(held)
-        replays = []
+        replays: dict[str, list] = {"worker": [], "flush": []}
         for b in sorted(mine):
             entry = self._buffer.get(b)  # answers taken while re-sending may commit later ones
             if entry is None or entry.state == PENDING:
@@ -47,9 +47,16 @@ class Recovery:
                     entry.state, entry.incarnation = ACKED, incarnation  # the answer was lost, not the batch
                     self._release(entry)
                 continue
-            if entry.state == FAILED or entry.incarnation < incarnation:
-                replays.append(entry)
-        self._replay(replays, "worker")
+            if entry.incarnation < incarnation:
+                replays["worker"].append(entry)  # the incarnation that took it died
+            elif entry.state == FAILED:
+                replays["flush"].append(entry)  # the same incarnation flushed it, and the flush was lost
+        self._replay(replays["worker"], "worker")
+        if replays["flush"]:
+            # lost with an aggregator that restarted (a source may learn of the ack only after the driver's rewind),
+            # else refused or lost with the call
+            restarted = self._ask("alive")["starts"] > 1
+            self._replay(replays["flush"], "aggregator" if restarted else "worker")
 
     def _replay(self, entries: list, cause: str) -> None:
         """Send these entries again, with their batch ids, counted under `cause`."""
