@@ -5,6 +5,8 @@ One run in the default suite kills every kind of actor, several times; the whole
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import ray
 
@@ -134,7 +136,11 @@ def test_a_batch_the_restarted_aggregator_lost_is_served_again_when_re_sent(ray_
     assert [a.batch_id for a in ray.get(host.acks.remote(0))] == [batch]
     ray.get(host.call.remote(0, "flush_now", 0))  # merged, not durable
     ray.kill(aggregator, no_restart=False)
-    assert until_back(lambda: ray.get(aggregator.alive.remote()), None, 60.0)["starts"] == 2
+    # ray.kill returns at once: the old aggregator may still answer before it dies, so wait for the restarted one
+    deadline = time.time() + 60.0
+    while until_back(lambda: ray.get(aggregator.alive.remote()), None, 60.0)["starts"] < 2:
+        assert time.time() < deadline
+        time.sleep(0.05)
     assert ray.get(host.call.remote(0, "hello", 0, [batch]))[1] == []  # the worker does not hold it any more
     host.process.remote(frame, 0.0)
     assert [a.batch_id for a in ray.get(host.acks.remote(0))] == [batch]
