@@ -142,12 +142,26 @@ def test_what_ray_cannot_run_is_refused_before_work_starts(tmp_path, args, fragm
 
 @pytest.mark.parametrize("engine", ["sim", "ray"])
 def test_malformed_dataset_directory(tmp_path, engine):
-    # on Ray the local Ray has begun starting when the stream's data turns out bad: it is stopped, no traceback
+    # a broken _meta.json is found before anything starts, on Ray too
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "_meta.json").write_text("{not json")
     r = run("--engine", engine, "--stream", str(bad), "--out", str(tmp_path / "run"))
-    assert r.returncode == 2
+    assert r.returncode == 2 and "_meta.json" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_data_found_bad_while_ray_starts_is_refused_in_one_line(tmp_path):
+    # a part that is not Parquet is found only when the data loads, while a local Ray has begun starting: it is
+    # stopped, and the refusal is one line (about 9 s: Ray's start and stop)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "_meta.json").write_text("{}")
+    (bad / "part-00000.parquet").write_bytes(b"PAR1 not really")
+    r = run("--engine", "ray", "--stream", str(bad), "--out", str(tmp_path / "run"))
+    assert r.returncode == 2 and "part-00000.parquet" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "run").exists()
 

@@ -255,13 +255,19 @@ def find_dataset(path: str | os.PathLike) -> Path:
     return root
 
 
-def read_dataset(path: str | os.PathLike) -> Stream:
-    """Load a dataset directory as a Stream in seq order, or raise StreamError naming the bad file."""
+def _meta_and_parts(path: str | os.PathLike) -> tuple[Path, dict, list[Path]]:
+    """The dataset directory, its parsed `_meta.json` and its part files, or StreamError; reads no data."""
     root = find_dataset(path)
     meta = _read_meta(root)
     parts = sorted(root.glob(PART_GLOB))
     if not parts:
         raise StreamError(f"{root}: no {PART_GLOB} files")
+    return root, meta, parts
+
+
+def read_dataset(path: str | os.PathLike) -> Stream:
+    """Load a dataset directory as a Stream in seq order, or raise StreamError naming the bad file."""
+    root, meta, parts = _meta_and_parts(path)
     tables = [_read_part(p) for p in parts]
     for p, t in zip(parts[1:], tables[1:], strict=True):
         for col in _OPTIONAL:
@@ -321,14 +327,15 @@ def _inline(spec: str | os.PathLike) -> bool:
 
 
 def find_stream(spec: str | os.PathLike) -> None:
-    """Raise StreamError if `spec` names no stream (an inline spec that does not parse, no dataset directory);
-    reads no data, so a caller can check the name before it starts anything costly."""
+    """Raise StreamError if `spec` names no stream (an inline spec that does not parse, no dataset directory, or one
+    whose `_meta.json` or part list is broken); reads no data, so a caller can check the name before it starts
+    anything costly."""
     if not os.fspath(spec).strip():  # Path("") would be the current directory
         raise StreamError("empty stream name (expected a dataset directory or an inline spec such as zipf:z=1.2,...)")
     if _inline(spec):
         parse_stream_spec(os.fspath(spec))
     else:
-        find_dataset(spec)
+        _meta_and_parts(spec)
 
 
 def load_stream(spec: str | os.PathLike) -> Stream:
