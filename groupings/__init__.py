@@ -11,14 +11,21 @@ robin); D-Choices, W-Choices and Round-Robin add a head/tail split driven by a S
 Adaptive strategies live in `groupings.adaptive`, one module each, and register themselves on import.
 """
 
-from .compiled.grouping import Grouping, Strategy
 from .contract import Partitioner, Replicated
-from .dchoices import find_optimal_choices
 from .feedback import AckReport, WorkerReport
-from .hashing import hash_keys
 from .params import Param
 from .registry import describe, make, make_controller, make_delegation, names, register
-from .spacesaving import SpaceSaving
+
+# the numba-compiled parts load on first use (importing numba takes about 0.4 s, and a worker process that never
+# routes a tuple, or a command line that refuses its arguments, should not pay it); the registry loads every
+# strategy module the first time it is asked for a name
+_LAZY = {
+    "Grouping": ".compiled.grouping",
+    "Strategy": ".compiled.grouping",
+    "find_optimal_choices": ".dchoices",
+    "hash_keys": ".hashing",
+    "SpaceSaving": ".spacesaving",
+}
 
 __all__ = [
     "AckReport",
@@ -40,5 +47,12 @@ __all__ = [
     "register",
 ]
 
-# last, so that adaptive modules may use everything above while they register themselves
-from . import adaptive  # noqa: E402
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    if name in ("adaptive", "compiled"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

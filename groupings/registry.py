@@ -1,7 +1,8 @@
 """Strategies by name: `register` adds one, `make` builds an instance, `names` and `describe` list them.
 
 The registry knows no strategy: the compiled catalogue (`groupings.compiled`) and every module of
-`groupings.adaptive` register theirs when the package is imported. A strategy may come with a
+`groupings.adaptive` register theirs when imported, which the registry does the first time it is asked for a
+name (`STRATEGY_PACKAGES`). A strategy may come with a
 controller (one per run, shared by every source) and a worker delegation (the worker side of its feedback);
 the factory, the controller and the delegation all receive the same resolved parameters.
 """
@@ -42,6 +43,16 @@ class Entry:
 
 
 _ENTRIES: dict[str, Entry] = {}
+STRATEGY_PACKAGES = ("groupings.compiled", "groupings.adaptive")  # imported on the first lookup; they register
+_LOADED: list[str] = []  # the packages imported so far (set before each import: a module may look a name up)
+
+
+def _load_strategies() -> None:
+    """Import the strategy packages once, so that every strategy has registered itself."""
+    for package in STRATEGY_PACKAGES:
+        if package not in _LOADED:
+            _LOADED.append(package)
+            importlib.import_module(package)
 
 
 def register(
@@ -72,6 +83,7 @@ def register(
 
 def names() -> list[str]:
     """Names of every registered strategy: compiled ones, then adaptive ones, in a stable order."""
+    _load_strategies()
     compiled = [n for n, e in _ENTRIES.items() if e.origin.startswith(COMPILED_PACKAGE)]
     first = [*compiled, *(n for n in ADAPTIVE_ORDER if n in _ENTRIES)]
     return first + sorted(set(_ENTRIES) - set(first))
@@ -80,6 +92,7 @@ def names() -> list[str]:
 def lookup(name: Any) -> Entry:
     """The entry of strategy `name` (case, surrounding blanks and - for _ ignored, so `flink-adaptive` names
     `flink_adaptive` as the production systems spell it); a one-line ValueError if unknown."""
+    _load_strategies()
     entry = _ENTRIES.get(name.strip().lower().replace("-", "_")) if isinstance(name, str) else None
     if entry is None:
         raise ValueError(f"unknown grouping {name!r} (valid: {', '.join(names())})")

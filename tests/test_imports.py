@@ -102,3 +102,19 @@ def test_no_module_imports_itself_back():
     graph = import_graph()
     assert "groupings.registry" in graph and "topo.sim" in graph  # the walk saw the project
     assert cycles(graph) == []
+
+
+def test_a_worker_process_loads_no_compiled_grouping_until_a_name_is_looked_up():
+    """Importing numba costs about 0.4 s per process: a worker process of a strategy without a delegation, and
+    `import groupings` alone, do not pay it; the first lookup of a name loads every strategy."""
+    import subprocess
+    import sys
+
+    code = ("import sys, groupings, topo.ray_engine.host\n"
+            "assert 'numba' not in sys.modules, 'numba loaded'\n"
+            "assert groupings.make_delegation('pkg', 4) is None\n"
+            "names = groupings.names()\n"
+            "assert {'kg', 'pkg', 'cg', 'gedik', 'key_shared'} <= set(names) and 'numba' in sys.modules\n"
+            "assert groupings.hash_keys(['a']).size == 1\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -1,7 +1,7 @@
 """Adaptive strategies, one module each: importing this package imports them all, and each registers itself.
 
 A module here calls `groupings.registry.register(...)` at import time; one that fails to import makes the
-import of `groupings` fail, so a broken strategy is never silently missing from `groupings.names()`.
+first lookup of a grouping name fail, so a broken strategy is never silently missing from `groupings.names()`.
 """
 
 from ..registry import import_submodules

@@ -121,11 +121,12 @@ class Run:
                                       self.checkpoints, spec.checkpoint_every_s, spec.operator_params)
         self.workers: list[WorkerRef] = [None] * n  # type: ignore[list-item]
         self.hosts = host_groups(n, spec.worker_processes or default_processes(n), placement)
+        delegation = groupings.make_delegation(spec.grouping, n, **spec.params)  # each worker gets a copy
         for h, members in enumerate(self.hosts):
             options = dict(RESTART)
             if placement is not None:
                 options["resources"] = {placement[members[0]]: PLACEMENT_SHARE}
-            host = self._spawn(WorkerHost, options, members, spec, aggregator, work, core_share, metrics)
+            host = self._spawn(WorkerHost, options, members, spec, aggregator, work, core_share, metrics, delegation)
             for w in members:
                 self.workers[w] = WorkerRef(host, h, w)
         arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))

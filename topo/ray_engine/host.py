@@ -22,7 +22,7 @@ from typing import Any
 
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal
-from topo.ray_engine.worker import Worker
+from topo.ray_engine.worker import FROM_REGISTRY, Worker
 from topo.spec import TopologySpec
 
 
@@ -44,8 +44,8 @@ class WorkerHost(Mortal):
     """One worker process: several workers of the topology, each with its own queue, server, state and flushes."""
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
-                 metrics: MetricsContext | None = None) -> None:
-        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics) for w in indices}
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
+        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation) for w in indices}
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._ready: dict[int, asyncio.Event] = {}
         self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled

@@ -12,6 +12,7 @@ merged since the previous ack, so the source can forget them.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ from topo.spec import TopologySpec
 from topo.work import ServiceEmulator
 
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
+FROM_REGISTRY = object()  # a Worker built without its delegation looks it up itself
 
 
 def transit_stats(seconds: list[float]) -> dict:
@@ -69,13 +71,16 @@ class Worker(Mortal):
     """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
-                 metrics: MetricsContext | None = None) -> None:
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
         self.index = index
         self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
         self.op = operators.make(spec.operator, **spec.operator_params)
         self.emulator = ServiceEmulator(work, spec.cost_ms, spec.capacity_list[index], core_share)
-        self.delegation = groupings.make_delegation(spec.grouping, spec.max_workers, **spec.params)
+        # the driver hands over the strategy's delegation (or None), so that a process of a strategy without one
+        # never loads the compiled groupings
+        self.delegation = (groupings.make_delegation(spec.grouping, spec.max_workers, **spec.params)
+                           if delegation is FROM_REGISTRY else copy.deepcopy(delegation))
         capacity = queue_capacity(spec.sources, spec.max_pending, spec.batch_size)
         self.meter = AckMeter(index, self.emulator.service_s, capacity, self.delegation, now=time.time())
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
