@@ -1,5 +1,6 @@
-"""Shared set-up for the whole test session: one local Ray, one Spark (started in the background), and the quick
-runs of the registered experiments."""
+"""Shared set-up for the whole test session: one local Ray and one Spark, both started in the background as soon as
+the selected tests are known, the test files that use Spark run last (so its start overlaps the others), and the
+quick runs of the registered experiments."""
 
 from __future__ import annotations
 
@@ -8,15 +9,21 @@ from collections.abc import Mapping
 
 import pytest
 
+_RAY: dict = {}  # the session's local Ray, started in the background as soon as a selected test will need it
+
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray with two CPUs and no dashboard, shut down when the session ends."""
+    """A local Ray (the engine's own `LocalRay`: loopback only, one CPU per core, no dashboard), stopped when the
+    session ends."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    from topo.ray_engine.local import LocalRay
+
+    local = _RAY.pop("local", None) or LocalRay()
+    local.ready()
     yield ray
-    ray.shutdown()
+    local.join()
 
 
 _SPARK: dict = {}  # the session's Spark, started in the background as soon as a selected test will need it
@@ -33,11 +40,25 @@ def _start_spark() -> None:
         _SPARK["error"] = exc
 
 
+def _needs(item, fixture: str) -> bool:
+    return fixture in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Test files that use Spark run last, in their own order, so that Spark's start overlaps every other file."""
+    late = {item.module for item in items if _needs(item, "spark")}
+    items[:] = [i for i in items if i.module not in late] + [i for i in items if i.module in late]
+
+
 def pytest_collection_finish(session) -> None:
-    """Start Spark (about 14 s) while the tests before the first Spark test run."""
-    if any("spark" in getattr(item, "fixturenames", ()) for item in session.items):
+    """Start Spark (about 14 s) and Ray (about 4 s) while the tests before the first one that needs them run."""
+    if any(_needs(item, "spark") for item in session.items):
         _SPARK["thread"] = threading.Thread(target=_start_spark, name="spark-start", daemon=True)
         _SPARK["thread"].start()
+    if any(_needs(item, "ray_session") for item in session.items):
+        from topo.ray_engine.local import LocalRay
+
+        _RAY["local"] = LocalRay()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from side_by_side import run_all
 
 from spark.streams import generate
 from spark.streams_arrivals import BLOCK, Arrivals, poisson_times
@@ -293,13 +294,15 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_cli_refuses_before_starting_spark(tmp_path) -> None:
     out = tmp_path / "o"
-    for args, message in [
-        (("import", "nope.csv", "--key-col", "k"), "nope.csv: no such file"),
-        (("zipf", "--messages", "10", "--z", "-1"), "--z must be at least 0"),
-        (("words", "--messages", "10", "--lang", "xx"), "--lang 'xx'"),
-        (("zipf", "--messages", "10", "--arrivals", "poisson"), "needs --rate"),
-    ]:
-        res = _cli(*args, "--out", str(out), cwd=tmp_path)
+    cases = {
+        ("import", "nope.csv", "--key-col", "k"): "nope.csv: no such file",
+        ("zipf", "--messages", "10", "--z", "-1"): "--z must be at least 0",
+        ("words", "--messages", "10", "--lang", "xx"): "--lang 'xx'",
+        ("zipf", "--messages", "10", "--arrivals", "poisson"): "needs --rate",
+    }
+    done = run_all({args: ([sys.executable, str(SCRIPT), *args, "--out", str(out)], tmp_path) for args in cases})
+    for args, message in cases.items():
+        res = done[args]
         assert res.returncode == 2, res.stderr
         assert len(res.stderr.splitlines()) == 1 and message in res.stderr and not res.stdout
         assert not out.exists()

@@ -180,7 +180,9 @@ def test_cg_signals_reach_only_the_source_they_were_addressed_to(ray_session):
     assert set(summary) - {"ray"} == set(sim) - {"sim"}
 
 
-@pytest.fixture(scope="module", params=["sleep", "cpu"])
+# sleep mode is slow-only: flow control does not depend on how a worker spends its time, and sleep-mode capacity is
+# checked against the simulator by test_credits_mean_the_same_on_both_engines
+@pytest.fixture(scope="module", params=[pytest.param("sleep", marks=pytest.mark.slow), "cpu"])
 def overload(request, ray_session):
     """Input at 3x the workers' capacity, windows of 2 batches, 2 ms per tuple at capacity 1 and 0.5."""
     # in cpu mode, where the machine allows it, the workers also run under a kernel CPU quota (--cgroup-quota)
@@ -236,7 +238,8 @@ def test_a_worker_killed_mid_run_loses_nothing(ray_session):
     assert summary["per_worker"][1]["incarnations"] == 2
 
 
-@pytest.mark.parametrize("grouping", ["gedik", "albic"])
+# gedik's controller on Ray runs by default in tests/test_chaos.py's repeated-kill run (which also kills it)
+@pytest.mark.parametrize("grouping", [pytest.param("gedik", marks=pytest.mark.slow), "albic"])
 def test_controller_strategies_push_versions_to_every_source(ray_session, grouping):
     params = {"period": 0.25, **({"window": 2000} if grouping == "gedik" else {})}
     spec = TopologySpec(grouping=grouping, workers=2, sources=2, capacities=(1.0, 0.5), cost_ms=0.05, rate=15000.0,
