@@ -29,12 +29,27 @@ def ray_session():
 _SPARK: dict = {}  # the session's Spark, started in the background as soon as a selected test will need it
 
 
+def _warm_up(session) -> None:
+    """A first small import: its Spark jobs compile the SQL code paths and start the Python workers that every
+    Spark test uses, which costs about 9 s the first time and 2 s after."""
+    import tempfile
+    from pathlib import Path
+
+    from spark.streams_import import ImportSource, import_stream
+
+    with tempfile.TemporaryDirectory(prefix="spark-warm-up-") as tmp:
+        csv = Path(tmp, "a.csv")
+        csv.write_text("user,ts,v\nu1,3,1\nu2,1,2\nu1,5,3\n")
+        import_stream(session, ImportSource((str(csv),), "csv", key_col="user", ts_col="ts", value_col="v"),
+                      Path(tmp, "out"), partitions=2)
+
+
 def _start_spark() -> None:
     try:
         from spark.session import get_session
 
         session = get_session("local[2]", app="tests")
-        session.range(1).count()  # the first job warms the JVM too
+        _warm_up(session)
         _SPARK["session"] = session
     except BaseException as exc:  # noqa: BLE001 - re-raised in the fixture, where a test sees it
         _SPARK["error"] = exc

@@ -136,8 +136,10 @@ def test_bad_chaos_and_cpu_shares_are_one_line_errors():
 
 
 # kg and fish on Ray run in the slow suite (kg also in the chaos matrix); pkg and key_shared here
-@pytest.mark.parametrize("grouping", [pytest.param("kg", marks=pytest.mark.slow), "pkg",
-                                      pytest.param("fish", marks=pytest.mark.slow), "key_shared"])
+# key_shared by default; the compiled groupings' Ray runs are exact in the join/leave (pkg), credits and guard (sg)
+# tests too
+@pytest.mark.parametrize("grouping", [pytest.param(g, marks=pytest.mark.slow) for g in ("kg", "pkg", "fish")]
+                         + ["key_shared"])
 def test_small_runs_are_exact_with_the_simulators_keys(ray_session, grouping):
     spec = TopologySpec(grouping=grouping, workers=2, sources=2, cost_ms=0.0, batch_size=400, max_pending=4)
     stream = zipf_stream(8000)
