@@ -155,8 +155,10 @@ def _scan(weights, f, old, n, counted, thetas, m0, mbar, uid):
     lo1_at = np.zeros(3, np.int64)
     out = np.empty(r, np.int64)
     m = m0
+    evals = 0
     for d in range(r):
         _summarise(loads, hi, lo1, lo1_at, lo2)
+        evals += n
         best, best_u = -1, np.inf
         for channel in range(n):
             a = _penalty_add(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, channel)
@@ -170,7 +172,7 @@ def _scan(weights, f, old, n, counted, thetas, m0, mbar, uid):
         for k in range(3):
             loads[k, best] += weights[k, d]
             totals[k] += weights[k, d]
-    return out, m
+    return out, m, evals
 
 
 @njit(cache=True)
@@ -184,12 +186,14 @@ def _redist(weights, f, old, n, counted, thetas, m0, mbar, uid):
     out = np.full(r, -1, np.int64)
     placed = np.zeros(r, np.bool_)  # D_c is the keys not placed yet (the pseudocode omits its upkeep)
     m = m0
+    evals = 0
     for _ in range(r):
         _summarise(loads, hi, lo1, lo1_at, lo2)
         best_d, best_l, best_u = -1, -1, np.inf
         for d in range(r):
             if placed[d]:
                 continue
+            evals += n
             scale = f[d] if f[d] > 0 else 1e-300
             for channel in range(n):
                 a = _penalty_add(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, channel)
@@ -204,7 +208,7 @@ def _redist(weights, f, old, n, counted, thetas, m0, mbar, uid):
         for k in range(3):
             loads[k, best_l] += weights[k, best_d]
             totals[k] += weights[k, best_d]
-    return out, m
+    return out, m, evals
 
 
 @njit(cache=True, inline="always")
@@ -237,6 +241,7 @@ def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
     tops = np.full((3, 3), -1, np.int64)
     bottoms = np.full((3, 3), -1, np.int64)
     moves = np.zeros(r, np.int64)
+    evals = 0
     while True:
         _refresh(loads, tops, bottoms)
         rho = _penalty(loads, totals, counted, thetas, n)
@@ -251,6 +256,7 @@ def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
                 if j == i:
                     continue
                 # a move <i, d1, j, nothing>
+                evals += 1
                 a = _penalty_after(loads, totals, counted, thetas, n, tops, bottoms, weights, d1, i, -1, j)
                 if a < rho * (1.0 - _TIE):  # only readjustments that improve the balance (the pseudocode's break)
                     dm = _moved(weights[0, d1], old[d1], i, j)
@@ -263,6 +269,7 @@ def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
                 j = cur[d2]
                 if j == i or moves[d2] >= MAX_MOVES or f[d1] == f[d2]:
                     continue
+                evals += 1
                 a = _penalty_after(loads, totals, counted, thetas, n, tops, bottoms, weights, d1, i, d2, j)
                 if a < rho * (1.0 - _TIE):
                     dm = _moved(weights[0, d1], old[d1], i, j) + _moved(weights[0, d2], old[d2], j, i)
@@ -277,7 +284,7 @@ def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
         _relocate(loads, weights, cur, moves, best_1, best_j)
         if best_2 >= 0:
             _relocate(loads, weights, cur, moves, best_2, i)
-    return cur, m
+    return cur, m, evals
 
 
 # --- the entry point --------------------------------------------------------------------------------------------
@@ -290,6 +297,7 @@ class Placement:
     channels: np.ndarray  # int32[R], aligned with the keys given
     migration: float  # m at the end: D_o's cost plus that of the tracked keys that moved (Eq. 18's numerator)
     ideal: float  # m-bar: sum over D_a of beta_s(f) / N^{t+1}
+    evaluations: int = 0  # candidate placements scored (a machine-independent measure of the build's work)
 
 
 def build(
@@ -342,10 +350,10 @@ def build(
     thetas = np.array([theta(a, n) for a in alphas])
     uid = UTILITIES.index(utility_name)
     if method == "scan":
-        channels, m = _scan(weights, f, old, n, counted, thetas, m0, mbar, uid)
+        channels, m, evals = _scan(weights, f, old, n, counted, thetas, m0, mbar, uid)
     elif method == "redist":
-        channels, m = _redist(weights, f, old, n, counted, thetas, m0, mbar, uid)
+        channels, m, evals = _redist(weights, f, old, n, counted, thetas, m0, mbar, uid)
     else:
         start = np.where(old < n, old, hc_new)  # keys of removed channels restart from H_c^{t+1}
-        channels, m = _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid)
-    return Placement(channels.astype(np.int32), float(m), mbar)
+        channels, m, evals = _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid)
+    return Placement(channels.astype(np.int32), float(m), mbar, int(evals))
