@@ -126,7 +126,11 @@ def add_topology_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-pending", type=int, default=16, metavar="BUFFERS",
                    help="credits per source-worker channel: buffers in flight from one source to one worker before "
                         "that channel waits for an ack; a full buffer without credit blocks its source "
-                        "(backpressure; Storm's max spout pending is the sum over a source's channels)")
+                        "(backpressure)")
+    p.add_argument("--max-spout-pending", type=int, default=None, metavar="TUPLES",
+                   help="tuples a source may have routed and not yet acked, over all its channels, before it waits "
+                        "for acks (Storm's topology.max.spout.pending: the run becomes a closed loop of sources x "
+                        "this many tuples); default: no such limit, only --max-pending's credits")
     p.add_argument("--net-delay-ms", type=float, default=0.0, metavar="MS",
                    help="one-way network delay of tuples and of acks, in milliseconds (emulated on both engines)")
     p.add_argument("--transit-ms", type=float, default=None, metavar="MS",
@@ -274,7 +278,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         params=parse_params(args.params), operator_params=parse_params(args.operator_params),
         batch_size=args.batch_size,
         linger_ms=args.linger_ms,
-        max_pending=args.max_pending, net_delay_ms=args.net_delay_ms,
+        max_pending=args.max_pending, max_spout_pending=args.max_spout_pending, net_delay_ms=args.net_delay_ms,
         transit_ms=(RAY_TRANSIT_MS if args.engine == "sim" else 0.0) if args.transit_ms is None else args.transit_ms,
         sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,

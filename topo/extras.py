@@ -41,6 +41,7 @@ def run_config(spec: object, initial_capacities: Sequence[float]) -> dict:
         "batch_size": spec.batch_size,
         "linger_ms": spec.linger_ms,
         "max_pending": spec.max_pending,
+        "max_spout_pending": getattr(spec, "max_spout_pending", None),
         "net_delay_ms": spec.net_delay_ms,
         "transit_ms": spec.transit_ms,
         "operator": spec.operator,

@@ -156,6 +156,7 @@ class Simulation:
                     credits=spec.max_pending,
                     end_s=spec.duration,
                     draining=draining,
+                    spout_pending=spec.max_spout_pending,
                 ),
                 seqs=np.arange(s, messages, every, dtype=np.int64),
             )

@@ -42,6 +42,9 @@ class TopologySpec:
     batch_size: int = 100  # tuples a source routes and sends together (micro-batch)
     linger_ms: float = 5.0  # a partly filled batch is sent at most this long after its first tuple
     max_pending: int = 16  # batches in flight per source before it waits for acks (backpressure)
+    # tuples a source may have routed and not yet acked, over all its channels (Storm's max spout pending); None = no
+    # such limit (the credits alone bound what is in flight)
+    max_spout_pending: int | None = None
     net_delay_ms: float = 0.0  # one-way network delay, source->worker and ack worker->source
     # simulator: the Ray engine's own time to carry a buffer or an ack between processes, added to each trip
     # (RAY_TRANSIT_MS is what Ray takes here; 0 = an ideal transport, as in the papers' models)
@@ -91,6 +94,8 @@ class TopologySpec:
             raise SpecError(f"--batch-size must be at least 1 (got {self.batch_size})")
         if self.max_pending < 1:
             raise SpecError(f"--max-pending must be at least 1 (got {self.max_pending})")
+        if self.max_spout_pending is not None and self.max_spout_pending < 1:
+            raise SpecError(f"--max-spout-pending must be at least 1 (got {self.max_spout_pending})")
         if not all(0 <= ms < math.inf for ms in (self.linger_ms, self.net_delay_ms, self.transit_ms)):
             raise SpecError("--linger-ms, --net-delay-ms and --transit-ms must be >= 0 and finite")
         if self.engine == "ray" and self.transit_ms:

@@ -13,8 +13,11 @@ The model follows Flink's network stack (Storm 2's batching is the same idea):
   per buffer. linger_s = 0 sends every buffer at once.
 * Credits. Each (source, worker) channel may have `credits` buffers in flight (Flink's credit-based flow control);
   an ack returns one. A full buffer whose channel has no credit blocks the source: it routes nothing more until an
-  ack comes (backpressure), while buffers of other channels still go out on time. Storm's max spout pending is
-  the sum of a source's credits.
+  ack comes (backpressure), while buffers of other channels still go out on time.
+* Spout pending (optional). At most `spout_pending` tuples of a source may be routed and not yet acked, whatever
+  channel they took (Storm's topology.max.spout.pending): the source routes nothing more until acks bring it below.
+  With it a run is a closed loop of sources x spout_pending tuples, whose latency is that population over the
+  throughput (Little's law), as on a Storm cluster that sets it.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class SourceNode:
         credits: int,
         end_s: float | None = None,
         draining: Callable[[], frozenset] | None = None,
+        spout_pending: int | None = None,
     ) -> None:
         self.index = index
         self.grouping = grouping
@@ -83,6 +87,9 @@ class SourceNode:
         self.arrival = np.empty(len(keys)) if arrivals is None else np.asarray(arrivals, np.float64)
         self.pool, self.active = pool, active
         self.batch_size, self.linger_s, self.credits, self.end_s = batch_size, linger_s, credits, end_s
+        self.spout_pending = spout_pending
+        self.pending = 0  # tuples routed and not yet acked (buffered or in flight)
+        self.max_pending_tuples = 0
         self.draining = draining or frozenset
         self.routed = 0  # input positions [0, routed) have been routed
         self._parts: list[list[np.ndarray]] = [[] for _ in range(pool)]  # each worker's buffer, in pieces
@@ -133,6 +140,7 @@ class SourceNode:
             "input_lag_max_ms": self.lag_max_s * 1e3,
             "input_lag_mean_ms": self.lag_sum_s / self.routed * 1e3 if self.routed else 0.0,
             "max_in_flight": self.max_in_flight.tolist(),
+            "max_pending_tuples": self.max_pending_tuples,
         }
 
     def buffered(self) -> int:
@@ -151,8 +159,13 @@ class SourceNode:
                 break
             self._unblock(now)
             take = min(self._available(now) - self.routed, self.batch_size)
+            if take > 0 and self.spout_pending is not None and self.pending >= self.spout_pending:
+                self._block(now)  # as many tuples pending as Storm's max spout pending allows: wait for acks
+                break
             if take <= 0:
                 break
+            if self.spout_pending is not None:
+                take = min(take, self.spout_pending - self.pending)
             self._route(take, now)
         self._send_due(now, out)  # then those lingered out, or all of them once the input has ended
         return out
@@ -197,7 +210,9 @@ class SourceNode:
         the grouping's next routing. True if the source should step now (the credit lets a waiting buffer out)."""
         self.in_flight[worker] -= 1
         self.acks += 1
-        acked = self._released[worker] + (self._sizes[worker].popleft() if self._sizes[worker] else 0)
+        size = self._sizes[worker].popleft() if self._sizes[worker] else 0
+        self.pending -= size
+        acked = self._released[worker] + size
         self._released[worker] = 0
         self._inbox.append((worker, *fields, int(acked)))
         waiting = self._held[worker] > 0 and self.in_flight[worker] == self.credits - 1 and self._due(worker, now)
@@ -207,7 +222,9 @@ class SourceNode:
         """Give a credit back without feedback (the engine learnt otherwise that the buffer is safe)."""
         self.in_flight[worker] -= 1
         if self._sizes[worker]:
-            self._released[worker] += self._sizes[worker].popleft()
+            size = self._sizes[worker].popleft()
+            self._released[worker] += size
+            self.pending -= size
 
     def resize(self, active: int) -> None:
         """From the next routing on, workers [0, `active`) make up the topology."""
@@ -240,6 +257,8 @@ class SourceNode:
         self.route_calls += 1
         check_routed(chosen, take, self.pool, self.active, self.draining())
         self.routed = stop
+        self.pending += take
+        self.max_pending_tuples = max(self.max_pending_tuples, self.pending)
         order = np.argsort(chosen, kind="stable")
         counts = np.bincount(chosen, minlength=self.pool)
         bounds = np.concatenate(([0], np.cumsum(counts)))

@@ -145,7 +145,7 @@ class Source(Recovery, Mortal):
         spec = self.spec
         return SourceNode(self.index, self.grouping, keys, arrivals, pool=len(self.workers), active=self._active,
                           batch_size=spec.batch_size, linger_s=spec.linger_ms / 1e3, credits=spec.max_pending,
-                          end_s=spec.duration, draining=self._draining)
+                          end_s=spec.duration, draining=self._draining, spout_pending=spec.max_spout_pending)
 
     @property
     def active(self) -> int:
