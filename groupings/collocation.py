@@ -13,25 +13,31 @@ the upstream operator sent to key group j of the downstream one during the perio
    (maxPL = 0 is the plain MILP).
 
 Key groups are numbered as one set of vertices: the upstream operator's 0..U-1, then the downstream's U..U+D-1.
+A longer chain of operators (S1 -> S2 -> S3 ...) is given as the list of its edges' matrices, [out_12, out_23,
+...], and numbered stage after stage in the same way; a pair then joins key groups of consecutive stages.
 Balanced partitioning is recursive spectral bisection (the Fiedler vector of the traffic graph's Laplacian,
-cut where the vertex weight splits in the wanted ratio), which needs nothing beyond numpy.
+cut where the vertex weight splits in the wanted ratio), which needs nothing beyond numpy; the disconnected
+pieces of a graph are kept whole where the weights allow. `cola` is the baseline the paper compares ALBIC
+with: the whole placement re-optimised from scratch by balanced graph partitioning, with no migration budget.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
-from .milp import allocate, node_loads
+from .milp import allocate, load_distance, node_loads
 
 MAX_LD = 10.0  # maximum load distance, in the loads' units (the paper: percentage points of a node)
 MAX_PL = 25.0  # initial maximum load of one part
 STEP_PL = 5.0  # decrease of maxPL per retry
 SCORE_FACTOR = 1.5  # sF
+SPARSE_EIGEN = 64  # vertices from which the Fiedler vector comes from a sparse solver
 
 
 @dataclass
@@ -43,35 +49,50 @@ class CollocationPlan:
     pair: tuple[int, int] | None = None  # (upstream vertex, downstream vertex) being collocated, if any
 
 
-def traffic_graph(out: np.ndarray) -> np.ndarray:
-    """Symmetric vertex-by-vertex traffic of an upstream x downstream communication matrix."""
-    out = _matrix(out)
-    u, d = out.shape
-    graph = np.zeros((u + d, u + d))
-    graph[:u, u:] = out
-    graph[u:, :u] = out.T
-    return graph
+Traffic = np.ndarray | Sequence[np.ndarray]  # one edge's out[k, j], or the edges of a chain of operators
 
 
-def score_pairs(out: np.ndarray, score_factor: float = SCORE_FACTOR) -> np.ndarray:
+def directed_traffic(out: Traffic) -> tuple[np.ndarray, np.ndarray]:
+    """T[a, b], the tuples vertex a sent to vertex b, and the number of key groups of each vertex's downstream
+    operator (0 for the last stage), for one edge or a chain of edges."""
+    edges = [_matrix(out)] if isinstance(out, np.ndarray) else [_matrix(e) for e in out]
+    if not edges:
+        raise ValueError("a chain needs at least one edge")
+    sizes = [edges[0].shape[0]] + [e.shape[1] for e in edges]
+    if any(e.shape[0] != sizes[i] for i, e in enumerate(edges)):
+        raise ValueError("each edge's upstream key groups must be the previous edge's downstream key groups")
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    directed = np.zeros((starts[-1], starts[-1]))
+    fanout = np.zeros(starts[-1])
+    for i, e in enumerate(edges):
+        directed[starts[i] : starts[i + 1], starts[i + 1] : starts[i + 2]] = e
+        fanout[starts[i] : starts[i + 1]] = sizes[i + 1]
+    return directed, fanout
+
+
+def traffic_graph(out: Traffic) -> np.ndarray:
+    """Symmetric vertex-by-vertex traffic of an upstream x downstream communication matrix (or of a chain)."""
+    directed, _ = directed_traffic(out)
+    return directed + directed.T
+
+
+def score_pairs(out: Traffic, score_factor: float = SCORE_FACTOR) -> np.ndarray:
     """Pairs (upstream vertex, downstream vertex), as a (P, 2) array, with out[k, j] > avg_k * sF."""
-    out = _matrix(out)
-    u, d = out.shape
-    avg = out.sum(axis=1, keepdims=True) / max(d, 1)
-    k, j = np.nonzero((out > avg * score_factor) & (out > 0))
-    return np.column_stack([k, u + j]).astype(np.int64)
+    directed, fanout = directed_traffic(out)
+    avg = directed.sum(axis=1, keepdims=True) / np.maximum(fanout, 1)[:, None]
+    k, j = np.nonzero((directed > avg * score_factor) & (directed > 0))
+    return np.column_stack([k, j]).astype(np.int64)
 
 
-def collocation_factor(out: np.ndarray, assignment: np.ndarray) -> float:
-    """Share of the edge's traffic whose two key groups sit on the same node (1.0 when there is none)."""
-    out = _matrix(out)
-    u = out.shape[0]
+def collocation_factor(out: Traffic, assignment: np.ndarray) -> float:
+    """Share of the edge's (or chain's) traffic whose two key groups sit on the same node (1.0 when there is none)."""
+    directed, _ = directed_traffic(out)
     assignment = np.asarray(assignment)
-    total = out.sum()
+    total = directed.sum()
     if total <= 0:
         return 1.0
-    same = assignment[:u, None] == assignment[None, u:]
-    return float(out[same].sum() / total)
+    same = assignment[:, None] == assignment[None, :]
+    return float(directed[same].sum() / total)
 
 
 def balanced_partition(graph: np.ndarray, weights: np.ndarray, parts: int) -> np.ndarray:
@@ -108,20 +129,34 @@ def _bisect(graph: np.ndarray, weights: np.ndarray, members: np.ndarray, parts: 
 
 
 def _fiedler_order(graph: np.ndarray) -> np.ndarray:
-    """Vertices sorted by the Fiedler vector (second eigenvector) of the graph Laplacian."""
+    """Vertices sorted by the Fiedler vector (second eigenvector) of the graph Laplacian; a disconnected graph's
+    pieces one after the other (its Fiedler vector would be any mix of them), each in its own Fiedler order."""
     n = graph.shape[0]
     if n <= 2:
         return np.arange(n)
+    pieces, label = connected_components(graph != 0, directed=False)
+    if pieces > 1:
+        order = []
+        for piece in range(pieces):
+            members = np.flatnonzero(label == piece)
+            order.append(members[_fiedler_order(graph[np.ix_(members, members)])])
+        return np.concatenate(order)
     laplacian = np.diag(graph.sum(axis=1)) - graph
-    _, vectors = np.linalg.eigh(laplacian)
-    fiedler = vectors[:, 1]
+    if n < SPARSE_EIGEN:
+        fiedler = np.linalg.eigh(laplacian)[1][:, 1]
+    else:  # the two smallest eigenpairs by shift-invert: dense eigh on hundreds of vertices took ~1 s on a busy machine
+        from scipy.sparse import csc_array
+        from scipy.sparse.linalg import eigsh
+
+        values, vectors = eigsh(csc_array(laplacian), k=2, sigma=-1e-6, which="LM", v0=np.linspace(1.0, 2.0, n))
+        fiedler = vectors[:, np.argsort(values)[1]]
     if fiedler[np.argmax(np.abs(fiedler))] < 0:  # the sign of an eigenvector is arbitrary: fix it
         fiedler = -fiedler
     return np.lexsort((np.arange(n), np.round(fiedler, 12)))
 
 
 def plan_collocation(
-    out: np.ndarray,
+    out: Traffic,
     assignment: np.ndarray,
     loads: np.ndarray,
     migration_cost: np.ndarray,
@@ -222,7 +257,7 @@ def _split(
 
 
 def albic(
-    out: np.ndarray,
+    out: Traffic,
     assignment: np.ndarray,
     loads: np.ndarray,
     migration_cost: np.ndarray | None,
@@ -236,9 +271,12 @@ def albic(
     score_factor: float = SCORE_FACTOR,
     node_speed: np.ndarray | None = None,
     time_limit: float = 1.0,
+    node_limit: int = 0,
     rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, dict]:
-    """One ALBIC invocation (Algorithm 2): the new node of every key group of the edge, and what was decided."""
+    """One ALBIC invocation (Algorithm 2): the new node of every key group of the edge, and what was decided.
+
+    Loads, max_ld, max_pl and step_pl share one unit (the paper: percentage points of a node's capacity)."""
     assignment = np.asarray(assignment, dtype=np.int64)
     loads = np.asarray(loads, dtype=float)
     mc = np.ones(loads.size) if migration_cost is None else np.asarray(migration_cost, dtype=float)
@@ -270,6 +308,7 @@ def albic(
             together=plan.units,
             pinned=plan.pinned,
             time_limit=time_limit,
+            node_limit=node_limit,
         )
         tries += 1
         if pl <= 0 or info["load_distance"] <= max_ld:
@@ -283,6 +322,43 @@ def albic(
         collocation_before=collocation_factor(out, assignment),
         collocation=collocation_factor(out, new),
     )
+    return new, info
+
+
+def cola(
+    out: Traffic,
+    assignment: np.ndarray,
+    loads: np.ndarray,
+    nodes_active: np.ndarray,
+    kill_mask: np.ndarray,
+) -> tuple[np.ndarray, dict]:
+    """COLA's plan from scratch: one part per node of A by balanced graph partitioning (parts of about equal load,
+    little traffic cut between them), each part on the node of A that holds most of its key groups now.
+
+    No migration budget: the matching only keeps the moves from being needlessly many."""
+    from scipy.optimize import linear_sum_assignment  # scipy.optimize is slow to import: only COLA's users pay
+
+    graph = traffic_graph(out)
+    assignment = np.asarray(assignment, dtype=np.int64)
+    loads = np.asarray(loads, dtype=float)
+    if not (assignment.shape == loads.shape == (graph.shape[0],)):
+        raise ValueError(f"assignment and loads need one entry per key group ({graph.shape[0]})")
+    in_a = np.asarray(nodes_active, dtype=bool) & ~np.asarray(kill_mask, dtype=bool)
+    targets = np.flatnonzero(in_a)
+    labels = balanced_partition(graph, loads, targets.size)
+    overlap = np.zeros((targets.size, targets.size))
+    on_a = np.isin(assignment, targets)
+    np.add.at(overlap, (labels[on_a], np.searchsorted(targets, assignment[on_a])), 1.0)
+    parts, nodes = linear_sum_assignment(overlap, maximize=True)
+    node_of_part = np.empty(targets.size, dtype=np.int64)
+    node_of_part[parts] = targets[nodes]
+    new = node_of_part[labels]
+    per_node = node_loads(loads, new, in_a.size)
+    info = {
+        "migrations": int(np.count_nonzero(new != assignment)),
+        "load_distance": load_distance(per_node, in_a),
+        "collocation": collocation_factor(out, new),
+    }
     return new, info
 
 

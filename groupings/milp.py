@@ -292,15 +292,15 @@ def _movable(
 
     Large instances leave the solver no time to do better than a heuristic (its LP bound is weak), so only a
     spread of key groups per node may move: per node of A, the ones at evenly spaced ranks of load (largest
-    and smallest included), which keeps the sizes to choose from. Units on B, unplaced, collocated or pinned
-    units always may move.
+    and smallest included), which keeps the sizes to choose from. Units on B, unplaced, split or pinned units
+    always may move.
     """
     frozen = np.zeros(home.size, dtype=bool)
     if home.size * m <= max_variables:
         return frozen
     keep = max(2, max_variables // (m * m))
     for j in np.flatnonzero(~kill_local):
-        mine = np.flatnonzero((home == j) & (size == 1))
+        mine = np.flatnonzero(home == j)  # collocated units too: ALBIC's hundreds of pairs would all be free
         mine = np.array([u for u in mine if u not in pinned_units], dtype=np.int64)
         if mine.size <= keep:
             continue

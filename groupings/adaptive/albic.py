@@ -13,6 +13,11 @@ for removal (B) and keep their key groups until the MILP drains them, within the
 periods (Lemma 1: nothing moves into B); a node of B that holds no key group is terminated (`draining` lists
 the ones left, so the engine keeps them running until then). New workers join with load 0.
 
+With an operator chain (`set_chain`, or `chain_groups` for a downstream operator keyed by the same key) the
+controller places the downstream operator's key groups too, and each period runs ALBIC's collocation heuristic
+(`groupings.collocation`) around the MILP instead of the MILP alone; `groupings.chain` holds that model and
+defines the collocation factor it reports.
+
 Choices where the paper is silent: G = 8 key groups per initial worker (the paper uses about 5 per node);
 gLoad in tuples per second of the period; the key group state size behind the cost form is the number of
 distinct keys it has seen (a linear-counting sketch per key group), in units of the average key group.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +39,9 @@ from ..groupmap import GroupMap
 from ..hashing import seeded_hashes
 from ..milp import allocate, load_distance, load_solver, node_loads
 from ..params import Param, at_least_one, non_negative, positive
+
+if TYPE_CHECKING:
+    from ..chain import OperatorChain
 
 KEY_GROUP_SALT = 0x4B455947524F5550  # key -> key group: the same for every source and run
 SKETCH_SALT = 0x53544154455349  # key -> bit of its key group's distinct-key sketch
@@ -67,6 +75,18 @@ class AlbicController(Controller):
         self._declined: tuple[int, float] | None = None  # (version, load distance) of the last fruitless solve
         self.migrated_groups = 0
         self.last: dict = {}
+        self.chain: OperatorChain | None = None
+        self.rng = np.random.default_rng(seed)  # ALBIC's random tie-breaks
+        if int(params.get("chain_groups", 0)) > 0:
+            from ..chain import OperatorChain
+
+            self.set_chain(OperatorChain(int(params["chain_groups"])))
+
+    def set_chain(self, chain: OperatorChain | None) -> None:
+        """Place a downstream operator's key groups with this edge's, collocating pairs that talk (None: no chain)."""
+        if chain is not None:
+            chain.bind(self.groups, self.workers)
+        self.chain = chain
 
     # --- placement and lookup
 
@@ -90,13 +110,17 @@ class AlbicController(Controller):
     @property
     def draining(self) -> list[int]:
         """Nodes marked for removal that still hold key groups (they must keep running until drained)."""
-        held = np.unique(self.assignment)
+        held = np.unique(self._placed())
         return [int(w) for w in held if w >= self.workers]
 
     @property
     def nodes(self) -> int:
         """Nodes in use: the active workers and the ones still draining."""
-        return max(self.workers, int(self.assignment.max()) + 1)
+        return max(self.workers, int(self._placed().max()) + 1)
+
+    def _placed(self) -> np.ndarray:
+        """Node of every key group placed: the edge's, then the chain's downstream ones."""
+        return self.assignment if self.chain is None else np.concatenate([self.assignment, self.chain.placement])
 
     def resize(self, workers: int) -> None:
         """Workers join (with load 0) or are marked for removal at the top index; the next steps rebalance."""
@@ -116,11 +140,15 @@ class AlbicController(Controller):
         self._learn_capacity(report)
         nodes = self.nodes
         kill = np.arange(nodes) >= self.workers
-        holds = np.bincount(self.assignment, minlength=nodes) > 0
+        holds = np.bincount(self._placed(), minlength=nodes) > 0
         in_n = ~kill | holds  # Algorithm 1: a node of B with no key group left is terminated
         kill &= in_n
         speed = self._speed(nodes)
         loads = counts / report.period_s
+        if self.chain is not None:
+            from ..chain import step_with_chain
+
+            return step_with_chain(self, loads, in_n, kill, speed, report)
         util = node_loads(loads, self.assignment, nodes)
         total = util.sum()
         mean = total / speed[~kill].sum()
@@ -209,7 +237,9 @@ class AlbicController(Controller):
 
     def stats(self) -> dict:
         """Version, key groups per node, draining nodes, solves, installs, migrations and the last period's facts."""
-        return {
+        chain = {} if self.chain is None else {
+            "chain_groups": self.chain.groups, "collocation": self.last.get("collocation")}  # fmt: skip
+        return chain | {
             "version": self.version,
             "groups": self.groups,
             "groups_per_node": np.bincount(self.assignment, minlength=self.nodes).tolist(),
@@ -226,14 +256,20 @@ class AlbicSnapshot:
     """A source's statistics as the controller reads them: tuples per key group since the last snapshot, and its
     distinct-key sketch per key group."""
 
-    def __init__(self, counts: np.ndarray, sketch: np.ndarray) -> None:
+    def __init__(self, counts: np.ndarray, sketch: np.ndarray, pairs: np.ndarray | None = None) -> None:
         self.counts = counts
         self.sketch = sketch
+        self.pairs = pairs  # (k, j) pairs counted for a measured operator chain, else None
 
     def take_counts(self) -> np.ndarray:
         """The counts of the snapshot, once (as the grouping's `take_counts`)."""
         counts, self.counts = self.counts, np.zeros_like(self.counts)
         return counts
+
+    def take_pairs(self) -> np.ndarray:
+        """The chain's (k, j) counts of the snapshot, once."""
+        pairs, self.pairs = self.pairs, None
+        return np.zeros(0) if pairs is None else pairs
 
 
 class AlbicGrouping:
@@ -251,6 +287,7 @@ class AlbicGrouping:
         self.track_state = float(controller.params["max_migr_cost"]) > 0  # the controller's budget form decides
         self.sketch = np.zeros((controller.groups, SKETCH_BITS if self.track_state else 0), dtype=bool)
         self.messages = 0
+        self.pairs: np.ndarray | None = None  # (k, j) counts for a measured operator chain
         controller.attach(self)
 
     @property
@@ -266,6 +303,9 @@ class AlbicGrouping:
         self.counts += np.bincount(g, minlength=self.counts.size)
         if self.track_state and keys.size:
             self.sketch[g, seeded_hashes(keys, SKETCH_SALT, SKETCH_BITS)] = True
+        chain = self.controller.chain
+        if chain is not None and chain.measured:
+            self.pairs = chain.count(g, keys, self.pairs)
         self.messages += keys.size
         return self.controller.assignment[g]
 
@@ -274,10 +314,15 @@ class AlbicGrouping:
         counts, self.counts = self.counts, np.zeros_like(self.counts)
         return counts
 
+    def take_pairs(self) -> np.ndarray:
+        """The chain's (k, j) counts since the last call (flat, U*D; empty when none were counted)."""
+        pairs, self.pairs = self.pairs, None
+        return np.zeros(0) if pairs is None else pairs
+
     def snapshot(self) -> AlbicSnapshot:
         """The counts since the last snapshot (counting restarts) and a copy of the sketch, for a controller in
         another process."""
-        return AlbicSnapshot(self.take_counts(), self.sketch.copy())
+        return AlbicSnapshot(self.take_counts(), self.sketch.copy(), self.take_pairs())
 
     def adopt(self, controller: AlbicController) -> AlbicController:
         """Route with `controller` (a replica of the run's) from now on."""
@@ -335,6 +380,14 @@ PARAMS = (
         "branch-and-bound nodes the MILP may explore per period (0: no limit); unlike time_limit, reproducible",
     ),
     Param("period", float, 1.0, positive, "seconds between two controller steps"),
+    Param(
+        "chain_groups",
+        int,
+        0,
+        non_negative,
+        "key groups of a downstream operator keyed by the same key, collocated with the edge's by ALBIC's heuristic "
+        "(0: no chain, the plain MILP)",
+    ),
 )
 
 
