@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from .. import registry
-from ..params import COUNTERS, REFRESH, REPLICAS, THETA, Param, at_least_one, eps_param
+from ..params import COUNTERS, REFRESH, REPLICAS, THETA, Param, at_least_one, eps_param, resolve
 from ..spacesaving import head_frequencies
 from . import kernels
 from . import state as slot
@@ -34,7 +36,13 @@ def _chbl_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
 
 def _head_state(workers: int, seed: int, params: Mapping[str, Any]) -> State:
     return slot.head_state(
-        workers, seed, params["theta"], params["counters"], params.get("eps", 0.0), params.get("refresh", 1)
+        workers,
+        seed,
+        params["theta"],
+        params["counters"],
+        params.get("eps", 0.0),
+        params.get("refresh", 1),
+        params.get("d", 0),
     )
 
 
@@ -167,3 +175,13 @@ def _compiled_factory(strategy: Strategy) -> registry.Factory:
 
 for _strategy in TABLE:
     registry.register(_strategy.name, _compiled_factory(_strategy), _strategy.params, _strategy.doc)
+
+
+def greedy_d(workers: int, seed: int, d: int, **params: Any) -> Grouping:
+    """D-Choices for one source with a fixed d for the head (Greedy-d, all workers once d >= n; the tail by PKG):
+    the runs of the paper's search for the smallest sufficient d (Min-d, Fig. 9). Not a registered strategy, so
+    dc's own parameters stay as they are; `params` are dc's (theta, counters, ...)."""
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 2:
+        raise ValueError(f"Greedy-d needs an integer d >= 2 (got {d!r})")
+    dc = STRATEGIES["dc"]
+    return Grouping(dc, workers, seed, {**resolve("dc", dc.params, workers, params), "d": int(d)})

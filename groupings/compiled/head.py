@@ -9,7 +9,19 @@ from __future__ import annotations
 from ..dchoices import optimal_choices
 from ..jit import hot
 from ..spacesaving import head_into, offer
-from .state import EPS, FIRST_REFRESH, HEAD_MESSAGES, HEAD_SIZE, MESSAGES, NEXT_REFRESH, REFRESH, REFRESHES, THETA, D
+from .state import (
+    EPS,
+    FIRST_REFRESH,
+    FIXED_D,
+    HEAD_MESSAGES,
+    HEAD_SIZE,
+    MESSAGES,
+    NEXT_REFRESH,
+    REFRESH,
+    REFRESHES,
+    THETA,
+    D,
+)
 
 
 @hot
@@ -25,7 +37,7 @@ def in_head(key, st):
 
 @hot
 def refresh_choices(st):
-    """FindOptimalChoices on the current head estimates, at message counts fixed in advance."""
+    """FindOptimalChoices on the current head estimates, at message counts fixed in advance (a fixed d stays)."""
     m = st.counters[MESSAGES]
     if m < st.counters[NEXT_REFRESH]:
         return
@@ -36,7 +48,8 @@ def refresh_choices(st):
         tail_mass -= p[i]
     # estimates overcount, so the head may seem to exceed the whole stream
     tail_mass = max(tail_mass, 0.0)
-    st.counters[D] = optimal_choices(p, tail_mass, st.loads.size, st.params[EPS])
+    fixed = st.counters[FIXED_D]
+    st.counters[D] = fixed if fixed else optimal_choices(p, tail_mass, st.loads.size, st.params[EPS])
     st.counters[HEAD_SIZE] = p.size
     st.counters[REFRESHES] += 1
     # recompute often while estimates settle, then every REFRESH messages

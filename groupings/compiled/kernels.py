@@ -3,6 +3,7 @@
     kg    one hash       x least loaded       porc  salted rehash x first with spare capacity
     sg    all workers    x round robin        chbl  ring walk     x first with spare capacity
     pkg   two hashes     x least loaded       dc    head: d hashes (all workers once d = n) x least loaded
+                                                    (d from FindOptimalChoices, or fixed: catalog.greedy_d)
     potc  random pair    x least loaded       wc    head: all workers x least loaded
                                               rr    head: all workers x round robin
     (dc, wc, rr: tail keys use two hashes x least loaded, i.e. PKG)
@@ -88,7 +89,8 @@ def route_chbl(keys, out, st):
 
 @hot
 def route_dc(keys, out, st):
-    """D-Choices: head by Greedy-d over F_1..F_d (all workers once d reaches n), tail by PKG."""
+    """D-Choices: head by Greedy-d over F_1..F_d (all workers once d reaches n), tail by PKG; d from
+    FindOptimalChoices, or fixed (the state's FIXED_D)."""
     n = st.loads.size
     for j in range(keys.size):
         key = keys[j]

@@ -29,7 +29,8 @@ REFRESH = 9  # longest interval between two recomputations of d
 REFRESHES = 10  # how many times d was recomputed
 MAX_PROBES = 11  # probe budget of salted rehashing before the fallback
 DISTINCT = 12  # 1: a key's hash choices are forced apart, as Storm's PartialKeyGrouping does (pkg)
-N_COUNTERS = 13
+FIXED_D = 13  # D-Choices with a fixed d for the head (Greedy-d); 0: d from FindOptimalChoices
+N_COUNTERS = 14
 
 # slots of State.params (float64)
 EPS = 0  # capacity slack (PoRC, CH) or imbalance target (D-Choices)
@@ -158,13 +159,17 @@ def bounded_state(bins: int, seed: int, eps: float, replicas: int = 0) -> State:
     return st
 
 
-def head_state(bins: int, seed: int, theta: float, counters: int, eps: float = 0.0, refresh: int = 1) -> State:
-    """State of a head/tail strategy (dc, wc, rr): a SpaceSaving summary, and d = 2 until the first estimate."""
+def head_state(
+    bins: int, seed: int, theta: float, counters: int, eps: float = 0.0, refresh: int = 1, fixed_d: int = 0
+) -> State:
+    """State of a head/tail strategy (dc, wc, rr): a SpaceSaving summary, and d = 2 until the first estimate
+    (or `fixed_d` throughout, when it is not 0)."""
     st = new_state(bins, rng_seed=seed & _MASK64, summary_capacity=counters)
     st.counters[OFFSET] = seed % bins
     st.params[THETA] = theta
     st.params[EPS] = eps
-    st.counters[D] = 2
+    st.counters[D] = fixed_d if fixed_d else 2
+    st.counters[FIXED_D] = fixed_d
     st.counters[REFRESH] = refresh
     st.counters[NEXT_REFRESH] = min(FIRST_REFRESH, refresh)
     return st
