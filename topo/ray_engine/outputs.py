@@ -171,6 +171,8 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         "controller_steps": None if got.control is None else got.control["steps"],
         "controller_pushes": None if got.control is None else got.control["pushes"],
         "emulators": [w["emulator"] for w in got.workers],
+        # per worker: the largest partial state it held between two flushes (keys, bytes)
+        "state_peak": [w["state_peak"] for w in got.workers],
     }
 
     def amend(summary: dict) -> float:
