@@ -24,7 +24,7 @@ Loads go to the heuristic as shares of the mean node load (mean = 1), so its thr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,7 +32,6 @@ from .checks import as_key_hashes
 from .hashing import seeded_hashes
 
 if TYPE_CHECKING:
-    from .adaptive.albic import AlbicController
     from .feedback import WorkerReport
 
 CHAIN_SALT = 0x444F574E53545245  # key -> downstream key group: a hash of its own, independent of the edge's
@@ -158,7 +157,7 @@ class OperatorChain:
 
 
 def step_with_chain(
-    ctl: AlbicController,
+    ctl: Any,  # the albic controller (not imported here: albic imports this module)
     loads: np.ndarray,
     in_n: np.ndarray,
     kill: np.ndarray,

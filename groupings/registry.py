@@ -1,6 +1,6 @@
 """Strategies by name: `register` adds one, `make` builds an instance, `names` and `describe` list them.
 
-The registry knows no strategy: the compiled catalogue (`groupings.compiled`) and every module of
+The registry knows no strategy: the compiled catalogue (`groupings.compiled.catalog`) and every module of
 `groupings.adaptive` register theirs when imported, which the registry does the first time it is asked for a
 name (`STRATEGY_PACKAGES`). A strategy may come with a
 controller (one per run, shared by every source) and a worker delegation (the worker side of its feedback);
@@ -43,7 +43,7 @@ class Entry:
 
 
 _ENTRIES: dict[str, Entry] = {}
-STRATEGY_PACKAGES = ("groupings.compiled", "groupings.adaptive")  # imported on the first lookup; they register
+STRATEGY_PACKAGES = ("groupings.compiled.catalog", "groupings.adaptive")  # imported on the first lookup; they register
 _LOADED: list[str] = []  # the packages imported so far (set before each import: a module may look a name up)
 
 

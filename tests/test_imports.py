@@ -118,3 +118,19 @@ def test_a_worker_process_loads_no_compiled_grouping_until_a_name_is_looked_up()
             "assert groupings.hash_keys(['a']).size == 1\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_groupings_module_imports_first():
+    """Any module of the package may be a process's first import (the lazy package must not leave a cycle that only
+    one import order avoids): each is imported with no groupings module loaded before it."""
+    import subprocess
+    import sys
+
+    names = sorted(n for n in _modules() if n.startswith("groupings"))
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n"
+            "    for loaded in [m for m in sys.modules if m == 'groupings' or m.startswith('groupings.')]:\n"
+            "        del sys.modules[loaded]\n"
+            "    importlib.import_module(name)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
