@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from experiments.gedik_figs import grow_methods, zipf_keys
 from experiments.partitioning import METHODS, grow_steps
 from groupings.adaptive import gedik_build as gb
