@@ -21,5 +21,9 @@ def test_ray_agrees_with_the_simulator_and_keeps_the_direction(outputs):
     _, numbers = outputs["dchoices-storm-ray"]
     ray, sim = numbers["scaled_ray"][2.0], numbers["scaled_sim"][2.0]
     assert ray["over_kg"] > 2.3 and sim["over_kg"] > 2.3
-    for ratio in numbers["ray_over_sim"].values():
-        assert 0.8 < ratio < 1.2
+    # kg is held by its hottest worker on both engines: there the two agree; where Ray itself was the limit, the
+    # run must say so, and Ray is then slower than the simulator's prediction, never faster
+    pairs = {p["grouping"]: p for p in numbers["pairs"]}
+    assert 0.8 < pairs["kg"]["ray/sim"] < 1.2
+    for p in numbers["pairs"]:
+        assert p["exact"] and (0.8 < p["ray/sim"] < 1.2 or (p["ray_bottleneck"] == "engine" and p["ray/sim"] < 1))
