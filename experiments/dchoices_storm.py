@@ -150,8 +150,8 @@ def storm(out: Path, quick: bool) -> dict:
     "agree on throughput where the Ray run has headroom",
 )
 def storm_ray(out: Path, quick: bool) -> dict:
-    """Quick: kg and wc at z = 2.0, 3,000 messages. Full: every grouping and skew, 16,000 messages per run."""
-    zs, names, messages = ((2.0,), ("kg", "wc"), 3_000) if quick else (ZS, GROUPINGS, 16_000)
+    """Quick: kg, pkg and wc at z = 2.0, 3,000 messages. Full: every grouping and skew, 16,000 messages per run."""
+    zs, names, messages = ((2.0,), ("kg", "pkg", "wc"), 3_000) if quick else (ZS, GROUPINGS, 16_000)
     rows = scaled_rows(zs, names, messages, ray=True)
     write_csv(out / "scaled.csv", rows)
     sim, ray = [r for r in rows if r["engine"] == "sim"], [r for r in rows if r["engine"] == "ray"]
