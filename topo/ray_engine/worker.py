@@ -251,8 +251,9 @@ class Worker(Mortal):
                     return True
                 state, covered, log = self._state, self._covered, self._log
                 self._state, self._covered, self._log = self.op.empty(), [], []
-            if self.op.distinct_keys(state) > self.state_peak["keys"]:
-                self.state_peak = {"keys": self.op.distinct_keys(state), "bytes": self.op.state_size_bytes(state)}
+            keys = self.op.distinct_keys(state)
+            if keys > self.state_peak["keys"]:
+                self.state_peak = {"keys": keys, "bytes": self.op.state_size_bytes(state)}
             pairs = np.asarray(covered, np.int64).reshape(-1, 2)
             flush = Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state,
                           concat_logs(log))
