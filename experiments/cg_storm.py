@@ -47,6 +47,7 @@ def measure(grouping: str, messages: int, rate: float) -> dict:
     "Consistent Grouping (001), Storm run on a homogeneous cluster: naive Bayes on words, 8 sources, 24 workers "
     "(here on Ray actors), the workers' memory per grouping",
     "kg costs the least memory, pkg and cg about the same and little more, sg the most (paper: 7%, 8.5%, 8.5%, 14%)",
+    on_ray=True,
 )
 def storm_memory(out: Path, quick: bool) -> dict:
     """Quick: 40,000 words at 8,000 tuples/s. Full: 240,000 words at 8,000 tuples/s (30 s per grouping)."""

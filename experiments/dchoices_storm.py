@@ -148,6 +148,7 @@ def storm(out: Path, quick: bool) -> dict:
     "simulator side by side",
     "on both engines dc and wc reach about sg's throughput, above pkg's and kg's, with a far lower p99; the engines "
     "agree on throughput where the Ray run has headroom",
+    on_ray=True,
 )
 def storm_ray(out: Path, quick: bool) -> dict:
     """Quick: kg, pkg and wc at z = 2.0, 3,000 messages. Full: every grouping and skew, 16,000 messages per run."""

@@ -43,6 +43,7 @@ def _row(name: str, saturated: RunResult, loaded: RunResult) -> dict:
     "ray-heterogeneous",
     "Consistent Grouping (001), Storm deployment: two of four executors capped at 30% CPU (here on Ray actors)",
     "cg's throughput is at least 1.5x kg's and its p99 latency lower; pkg and sg in between",
+    on_ray=True,
 )
 def heterogeneous(out: Path, quick: bool) -> dict:
     """kg, pkg, sg and cg on real actors: throughput under saturating input, latency at LOAD of the workers' total

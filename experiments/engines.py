@@ -78,6 +78,7 @@ def compare(name: str, grouping: str, seconds: float) -> dict:
     "sim-vs-ray",
     "all papers: the engines behind every reproduction (the simulator's predictions checked on real actors)",
     "where the Ray run has headroom, throughput agrees within 10% and p99 within 1.5x (or 20 ms)",
+    on_ray=True,
 )
 def sim_vs_ray(out: Path, quick: bool) -> dict:
     """The grid of specs x groupings on both engines (quick: the 4-worker deployment, kg and cg, 2 s each)."""

@@ -17,18 +17,22 @@ class Experiment:
     paper: str  # which paper and figure or table it reproduces
     claim: str  # the qualitative result the paper reports (what the quick test asserts)
     run: Callable[[Path, bool], dict]
+    on_ray: bool = False  # runs Ray actors (a local Ray starts unless one is already up)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, paper: str, claim: str) -> Callable[[Callable[[Path, bool], dict]], Callable]:
-    """Decorator: add a `run(out_dir, quick) -> dict` function to the registry under `name`."""
+def register(
+    name: str, paper: str, claim: str, on_ray: bool = False
+) -> Callable[[Callable[[Path, bool], dict]], Callable]:
+    """Decorator: add a `run(out_dir, quick) -> dict` function to the registry under `name` (`on_ray`: it runs Ray
+    actors)."""
 
     def wrap(fn: Callable[[Path, bool], dict]) -> Callable[[Path, bool], dict]:
         if name in EXPERIMENTS:
             raise ValueError(f"experiment {name!r} is registered twice")
-        EXPERIMENTS[name] = Experiment(name, paper, claim, fn)
+        EXPERIMENTS[name] = Experiment(name, paper, claim, fn, on_ray)
         return fn
 
     return wrap
