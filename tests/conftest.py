@@ -1,27 +1,39 @@
-"""Shared set-up for the whole test session: one local Ray and one Spark, both started in the background as soon as
-the selected tests are known, the test files that use Spark run last (so its start overlaps the others), and the
-quick runs of the registered experiments."""
+"""Shared set-up for the whole test session, and what starts in the background as soon as the selected tests are
+known: one local Ray, one Spark, and the computations test modules ask for ahead (`ahead.py`: the experiments'
+quick runs, the acceptance table's runs). The files whose computations are made ahead run after the others, and
+those that use Spark last, so that all of it overlaps the other files."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
-from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
+from ahead import AHEAD
+from quick_runs import QuickRuns, wanted
 
 _RAY: dict = {}  # the session's local Ray, started in the background as soon as a selected test will need it
 
 
+def _local_ray():
+    """The session's local Ray (the engine's own `LocalRay`: loopback only, one CPU per core, no dashboard), ready;
+    started now unless the collection hook started it."""
+    if "ready" not in _RAY:
+        from topo.ray_engine.local import LocalRay
+
+        local = _RAY.pop("local", None) or LocalRay()
+        local.ready()
+        _RAY["ready"] = local
+    return _RAY["ready"]
+
+
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray (the engine's own `LocalRay`: loopback only, one CPU per core, no dashboard), stopped when the
-    session ends."""
+    """The session's local Ray (`_local_ray`), stopped when the session ends."""
     import ray
 
-    from topo.ray_engine.local import LocalRay
-
-    local = _RAY.pop("local", None) or LocalRay()
-    local.ready()
+    local = _local_ray()
     yield ray
     local.join()
 
@@ -48,7 +60,7 @@ def _start_spark() -> None:
     try:
         from spark.session import get_session
 
-        session = get_session("local[2]", app="tests")
+        session = get_session("local[2]", app="tests", short_jobs=True)  # many jobs of a few rows
         _warm_up(session)
         _SPARK["session"] = session
     except BaseException as exc:  # noqa: BLE001 - re-raised in the fixture, where a test sees it
@@ -59,14 +71,37 @@ def _needs(item, fixture: str) -> bool:
     return fixture in getattr(item, "fixturenames", ())
 
 
+def _made_ahead(item) -> bool:
+    """The test reads computations made ahead in the background (`ahead.py`)."""
+    return _needs(item, "outputs") or hasattr(item.module, "ahead")
+
+
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """Test files that use Spark run last, in their own order, so that Spark's start overlaps every other file."""
-    late = {item.module for item in items if _needs(item, "spark")}
-    items[:] = [i for i in items if i.module not in late] + [i for i in items if i.module in late]
+    """Files run in their own order, but those whose computations are made ahead come after the others (they are
+    made meanwhile), and those that use Spark last (so that Spark's start overlaps every other file)."""
+    spark = {item.module for item in items if _needs(item, "spark")}
+    ahead = {item.module for item in items if _made_ahead(item)} - spark
+    items.sort(key=lambda i: 2 if i.module in spark else 1 if i.module in ahead else 0)  # stable
+
+
+def _start_ahead(items) -> None:
+    """Every computation the selected tests will read, in the order of the tests that read them."""
+    modules: dict = {}
+    for item in items:
+        if _made_ahead(item):
+            modules.setdefault(item.module, []).append(item)
+    for module, selected in modules.items():
+        for key, fn, args in getattr(module, "ahead", lambda _: ())(selected):
+            AHEAD.submit(key, fn, *args)
+        names = wanted(selected)
+        if names:
+            _quick_runs().start_ahead(names)
 
 
 def pytest_collection_finish(session) -> None:
-    """Start Spark (about 14 s) and Ray (about 4 s) while the tests before the first one that needs them run."""
+    """Start Spark (about 14 s), Ray (about 4 s) and what the modules ask for ahead (about a minute of one core)
+    while the tests before the first one that needs them run."""
+    _start_ahead(session.items)
     if any(_needs(item, "spark") for item in session.items):
         _SPARK["thread"] = threading.Thread(target=_start_spark, name="spark-start", daemon=True)
         _SPARK["thread"].start()
@@ -100,37 +135,35 @@ SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift
                               "albic-scale-in", "albic-wikipedia"})
 
 
-class QuickRuns(Mapping):
-    """Every registered experiment in quick mode, by name: (its output directory, its numbers), each run the first
-    time a test asks for it and kept for the session (tests of several files read the same runs)."""
+_QUICK: dict = {}  # the session's quick runs, started ahead at collection when selected tests read them
 
-    def __init__(self, base) -> None:
-        import experiments
 
-        self.base = base
-        self.names = list(experiments.names())
-        self.done: dict = {}
-
-    def __getitem__(self, name: str):
-        import experiments
-
-        if name not in self.done:
-            out = self.base / name
-            out.mkdir()
-            self.done[name] = (out, experiments.get(name).run(out, True))
-        return self.done[name]
-
-    def __iter__(self):
-        return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)
+def _quick_runs() -> QuickRuns:
+    if "runs" not in _QUICK:
+        _QUICK["runs"] = QuickRuns(Path(tempfile.mkdtemp(prefix="quick-runs-")), _local_ray)
+    return _QUICK["runs"]
 
 
 @pytest.fixture(scope="session")
-def outputs(tmp_path_factory, ray_session):
-    """Quick runs of the registered experiments (`QuickRuns`); the deployment ones use the shared Ray session."""
-    return QuickRuns(tmp_path_factory.mktemp("results"))
+def outputs():
+    """Quick runs of the registered experiments (`quick_runs.QuickRuns`), shared by every test of the session."""
+    runs = _quick_runs()
+    yield runs
+    runs.close()
+
+
+@pytest.fixture(autouse=True)
+def _calm(request):
+    """A test marked `timing` runs with the background computations paused."""
+    if request.node.get_closest_marker("timing") is None:
+        yield
+        return
+    with AHEAD.paused():
+        yield
+
+
+def pytest_sessionfinish(session) -> None:
+    AHEAD.close()
 
 
 def experiment_params(names) -> list:

@@ -22,6 +22,9 @@ from topo.spec import SpecError, TopologySpec
 from topo.streams import StreamArrays
 from topo.work_cgroup import cgroup_quota_possible
 
+# its Ray runs are held to the simulator's throughput and to their configured capacities
+pytestmark = pytest.mark.timing
+
 STARVED = 0.7  # a cpu worker that got less than this share of a core while burning did not get its CPU
 
 

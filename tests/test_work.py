@@ -22,6 +22,8 @@ from topo.work import (
     release_cgroup_quota,
 )
 
+pytestmark = pytest.mark.timing  # every test here measures CPU or wall time
+
 MS = 1e-3
 # a worker that gets less than this share of a core while burning did not get its CPU: the machine is too busy
 AVAILABLE = 0.85

@@ -1,0 +1,66 @@
+"""Deterministic computations the selected tests will need, made ahead in one background process of low priority.
+
+The suite keeps both cores busy for much of its time, but leaves one idle while single-threaded tests run: the
+background process computes meanwhile. A test module opts in with a function `ahead(items)` that lists, for its
+selected tests, `(key, function, args)` triples (the function importable, its result picklable); tests/conftest.py
+submits them when the tests are known and runs the module after the others. A test takes its result with
+`AHEAD.take(key)`, which waits for a computation still running, or gets None for one never submitted.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+
+_LOW_PRIORITY = 15  # nice: the tests' own processes come first
+
+
+def _in_background() -> None:
+    os.nice(_LOW_PRIORITY)
+    quiet = os.open(os.devnull, os.O_WRONLY)  # progress lines would cut into pytest's own output
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+
+
+class Ahead:
+    """The session's background computations, by key, made one after another in submission order."""
+
+    def __init__(self) -> None:
+        self.pool = None
+        self.pending: dict = {}
+
+    def submit(self, key: Hashable, fn: Callable, *args) -> None:
+        if self.pool is None:
+            self.pool = multiprocessing.get_context("spawn").Pool(1, initializer=_in_background)
+        self.pending[key] = self.pool.apply_async(fn, args)
+
+    def take(self, key: Hashable):
+        """The result of the computation submitted under `key` (raising what it raised), or None if none was."""
+        pending = self.pending.pop(key, None)
+        return None if pending is None else pending.get()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The background process stops while the block runs (a test that measures CPU or wall time: a busy
+        sibling core slows this one's loops), and goes on after it."""
+        workers = [p for p in multiprocessing.active_children() if p.name.startswith("SpawnPoolWorker")]
+        for p in workers:
+            os.kill(p.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for p in workers:
+                os.kill(p.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        """Stop the background process, and whatever it has not finished (a session cut short)."""
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+
+AHEAD = Ahead()
