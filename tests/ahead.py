@@ -15,6 +15,8 @@ import signal
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 
+from sockets import READABLE, tree
+
 _LOW_PRIORITY = 15  # nice: the tests' own processes come first
 
 
@@ -23,6 +25,13 @@ def _in_background() -> None:
     quiet = os.open(os.devnull, os.O_WRONLY)  # progress lines would cut into pytest's own output
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # ended meanwhile
+        pass
 
 
 class Ahead:
@@ -46,14 +55,16 @@ class Ahead:
     def paused(self) -> Iterator[None]:
         """The background process stops while the block runs (a test that measures CPU or wall time: a busy
         sibling core slows this one's loops), and goes on after it."""
-        workers = [p for p in multiprocessing.active_children() if p.name.startswith("SpawnPoolWorker")]
-        for p in workers:
-            os.kill(p.pid, signal.SIGSTOP)
+        workers = [p.pid for p in multiprocessing.active_children() if p.name.startswith("SpawnPoolWorker")]
+        # with their children (read from Linux's /proc)
+        stopped = sorted(set().union(*(tree(pid) if READABLE else {pid} for pid in workers))) if workers else []
+        for pid in stopped:
+            _signal(pid, signal.SIGSTOP)
         try:
             yield
         finally:
-            for p in workers:
-                os.kill(p.pid, signal.SIGCONT)
+            for pid in stopped:
+                _signal(pid, signal.SIGCONT)
 
     def close(self) -> None:
         """Stop the background process, and whatever it has not finished (a session cut short)."""

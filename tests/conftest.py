@@ -1,7 +1,8 @@
 """Shared set-up for the whole test session, and what starts in the background as soon as the selected tests are
 known: one local Ray, one Spark, and the computations test modules ask for ahead (`ahead.py`: the experiments'
-quick runs, the acceptance table's runs). The files whose computations are made ahead run after the others, and
-those that use Spark last, so that all of it overlaps the other files."""
+quick runs, the acceptance table's runs). The files whose computations are made ahead run after the others, then
+those that use Spark, and last the modules whose own set-up is mostly waiting (a `begin()`: the observed Ray run of
+test_observability.py), which begins when that later part starts. So all of it overlaps other files."""
 
 from __future__ import annotations
 
@@ -76,12 +77,36 @@ def _made_ahead(item) -> bool:
     return _needs(item, "outputs") or hasattr(item.module, "ahead")
 
 
+def _begins_late(item) -> bool:
+    """The test's module has set-up that is mostly waiting (a `begin()` function): it starts when the files after
+    the first ones start, and the module runs last."""
+    return hasattr(item.module, "begin")
+
+
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Files run in their own order, but those whose computations are made ahead come after the others (they are
-    made meanwhile), and those that use Spark last (so that Spark's start overlaps every other file)."""
-    spark = {item.module for item in items if _needs(item, "spark")}
-    ahead = {item.module for item in items if _made_ahead(item)} - spark
-    items.sort(key=lambda i: 2 if i.module in spark else 1 if i.module in ahead else 0)  # stable
+    made meanwhile), then those that use Spark (so that Spark's start overlaps the ones before), and last those
+    that begin their own set-up when the second part starts (`_begins_late`)."""
+    late = {item.module for item in items if _begins_late(item)}
+    spark = {item.module for item in items if _needs(item, "spark")} - late
+    ahead = {item.module for item in items if _made_ahead(item)} - spark - late
+    items.sort(key=lambda i: 3 if i.module in late else 2 if i.module in spark else 1 if i.module in ahead else 0)
+
+
+_LATER: dict = {}  # the first test after the first part, and the modules whose set-up begins with it
+
+
+def _mark_the_later_part(items) -> None:
+    later = [i for i in items if _begins_late(i) or _needs(i, "spark") or _made_ahead(i)]
+    _LATER["first"] = later[0] if later else None
+    _LATER["begin"] = list(dict.fromkeys(i.module for i in later if _begins_late(i)))
+
+
+def pytest_runtest_setup(item) -> None:
+    """The first test of the later part begins the set-up of the modules that run last."""
+    if item is _LATER.get("first"):
+        for module in _LATER.pop("begin", ()):
+            module.begin()
 
 
 def _start_ahead(items) -> None:
@@ -102,6 +127,7 @@ def pytest_collection_finish(session) -> None:
     """Start Spark (about 14 s), Ray (about 4 s) and what the modules ask for ahead (about a minute of one core)
     while the tests before the first one that needs them run."""
     _start_ahead(session.items)
+    _mark_the_later_part(session.items)
     if any(_needs(item, "spark") for item in session.items):
         _SPARK["thread"] = threading.Thread(target=_start_spark, name="spark-start", daemon=True)
         _SPARK["thread"].start()

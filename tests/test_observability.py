@@ -15,6 +15,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -65,76 +67,127 @@ class Prom:
         return body["data"]["result"]
 
 
-@pytest.fixture(scope="module")
-def metrics_port() -> int:
-    return _free_port()
+class ObservedRun:
+    """Prometheus on loopback scraping 127.0.0.1:`metrics_port` every second, and a short cg run with two slow
+    workers exporting metrics to it, in a thread (the run is mostly waiting: `begin` starts it early, so that its
+    seconds overlap other files). `wait()` gives (Prom, summary, start, end) once the run is over."""
 
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="observability-"))
+        self.metrics_port = _free_port()
+        self.proc: subprocess.Popen | None = None  # Prometheus
+        self.result: tuple | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._observe, name="observability-run", daemon=True)
+        self.thread.start()
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory, metrics_port):
-    """Prometheus on loopback scraping 127.0.0.1:`metrics_port` every second; killed at the end."""
-    if PROMETHEUS is None:
-        pytest.skip("Prometheus is not installed: apt-get install prometheus")
-    tmp = tmp_path_factory.mktemp("prometheus")
-    config = tmp / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: topo\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
-    )
-    port = _free_port()
-    log = (tmp / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    try:
+    def _observe(self) -> None:
+        try:
+            prom = self._prometheus()
+            self.result = (prom, *self._run())
+        except BaseException as exc:  # noqa: BLE001 - re-raised by `wait`, in the test that needs the run
+            self.error = exc
+
+    def _prometheus(self) -> Prom:
+        config = self.tmp / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n  - job_name: topo\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{self.metrics_port}']\n"
+        )
+        port = _free_port()
+        with (self.tmp / "prometheus.log").open("w") as log:
+            self.proc = subprocess.Popen(
+                [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.tmp / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{port}"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while True:
             try:
                 urllib.request.urlopen(f"{url}/-/ready", timeout=1).read()
-                break
+                return Prom(url)
             except (urllib.error.URLError, OSError):
-                if proc.poll() is not None or time.time() > deadline:
-                    pytest.fail(f"Prometheus did not start: {(tmp / 'prometheus.log').read_text()[-2000:]}")
+                if self.proc.poll() is not None or time.time() > deadline:
+                    log = (self.tmp / "prometheus.log").read_text()[-2000:]
+                    raise RuntimeError(f"Prometheus did not start: {log}") from None
                 time.sleep(0.2)
-        yield Prom(url)
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        log.close()
+
+    def _run(self) -> tuple[dict, float, float]:
+        out = self.tmp / RUN
+        cmd = [sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", "ray",
+               "--metrics-port", str(self.metrics_port), "--grouping", "cg", "--workers", str(WORKERS),
+               "--sources", str(SOURCES), "--capacities", "1,1,0.3,0.3", "--cost-ms", "1", "--duration", "10",
+               "--batch-size", "100", "--max-pending", "4", "--stream", "zipf:z=1.2,keys=20000,messages=200000,seed=7",
+               "--out", str(out), "--json", "--no-plots", "--quiet"]
+        start = time.time()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            # while it runs, every socket the run's processes listen on (Ray's and the exporter)
+            deadline = time.monotonic() + 180
+            while proc.poll() is None and time.monotonic() < deadline:
+                if READABLE:
+                    LISTENED.update(listening(tree(proc.pid)))
+                time.sleep(0.2)
+            stdout, stderr = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the observed run failed: {stderr[-3000:]}")
+        time.sleep(2.5)  # Prometheus stores its last scrapes
+        summary = json.loads((out / "summary.json").read_text())
+        assert json.loads(stdout.strip().splitlines()[-1])["tuples_in"] == summary["tuples_in"]
+        return summary, start, time.time()
+
+    def wait(self) -> tuple:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def close(self) -> None:
+        self.thread.join()
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+_BEGUN: list[ObservedRun] = []
+
+
+def begin() -> None:
+    """Start the observed run (tests/conftest.py calls this when the files that run late begin)."""
+    if PROMETHEUS is not None and not _BEGUN:
+        _BEGUN.append(ObservedRun())
 
 
 @pytest.fixture(scope="module")
-def run(prometheus, metrics_port, tmp_path_factory):
-    """A short cg run with two slow workers, exporting metrics; (summary, start, end) once it is over."""
-    out = tmp_path_factory.mktemp("obs") / RUN
-    cmd = [sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", "ray",
-           "--metrics-port", str(metrics_port), "--grouping", "cg", "--workers", str(WORKERS),
-           "--sources", str(SOURCES), "--capacities", "1,1,0.3,0.3", "--cost-ms", "1", "--duration", "10",
-           "--batch-size", "100", "--max-pending", "4", "--stream", "zipf:z=1.2,keys=20000,messages=200000,seed=7",
-           "--out", str(out), "--json", "--no-plots", "--quiet"]
-    start = time.time()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # while it runs, every socket the run's processes listen on (Ray's and the exporter)
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            if READABLE:
-                LISTENED.update(listening(tree(proc.pid)))
-            time.sleep(0.2)
-        stdout, stderr = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-3000:]
-    time.sleep(2.5)  # Prometheus stores its last scrapes
-    summary = json.loads((out / "summary.json").read_text())
-    assert json.loads(stdout.strip().splitlines()[-1])["tuples_in"] == summary["tuples_in"]
-    return summary, start, time.time()
+def observed():
+    if PROMETHEUS is None:
+        pytest.skip("Prometheus is not installed: apt-get install prometheus")
+    begin()  # unless it has begun
+    yield _BEGUN[0]
+    _BEGUN.pop().close()
+
+
+@pytest.fixture(scope="module")
+def metrics_port(observed) -> int:
+    return observed.metrics_port
+
+
+@pytest.fixture(scope="module")
+def prometheus(observed) -> Prom:
+    return observed.wait()[0]
+
+
+@pytest.fixture(scope="module")
+def run(observed) -> tuple[dict, float, float]:
+    """The observed run, once it is over: (summary, start, end)."""
+    return observed.wait()[1:]
 
 
 def test_a_local_ray_run_listens_on_loopback_only(run, metrics_port):
