@@ -27,11 +27,13 @@ def run_quick(name: str, out: str) -> dict:
 
 
 def wanted(items) -> list[str]:
-    """Names of the experiments the selected tests read from `outputs`, in the order of the tests."""
+    """Names of the experiments the selected tests read from `outputs`, in the order of the tests, except those a
+    test marked `timing` reads (their times are measured in the test process, with the background paused)."""
     import experiments
 
     known = set(experiments.names())
     names: dict[str, None] = {}
+    timed: set[str] = set()
     for item in items:
         if "outputs" not in getattr(item, "fixturenames", ()):
             continue
@@ -39,7 +41,9 @@ def wanted(items) -> list[str]:
         found = [v for v in (params.params.values() if params else ()) if isinstance(v, str) and v in known]
         found += [n for n in _READ.findall(inspect.getsource(item.function)) if n in known]
         names.update(dict.fromkeys(found))
-    return list(names)
+        if item.get_closest_marker("timing") is not None:
+            timed.update(found)
+    return [n for n in names if n not in timed]
 
 
 class QuickRuns(Mapping):

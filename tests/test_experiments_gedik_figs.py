@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from experiments.gedik_figs import grow_methods, zipf_keys
 from experiments.partitioning import METHODS, grow_steps
 from groupings.adaptive import gedik_build as gb
@@ -94,6 +96,7 @@ def test_gedik_sizes_directions(outputs):
     assert len(per) >= 2 and max(per) < 1.25 * min(per)
 
 
+@pytest.mark.timing  # the run's build times are wall clock
 def test_gedik_build_time_directions(outputs):
     out, n = outputs["gedik-build-time"]
     _files(out, "build_time")
