@@ -28,6 +28,7 @@ class Param:
     `kind` is int, float, bool or str; a str parameter with `choices` takes one of them (case-insensitive).
     `default` is either the value itself or `(workers, values resolved so far) -> value`; `shown` is how help
     texts print a derived default ("1/(5n)"). `check(value, workers, values)` returns why a value is bad, or None.
+    `duration` marks a span of time (seconds or milliseconds, as its name and help say): `--time-scale` stretches it.
     """
 
     name: str
@@ -37,6 +38,7 @@ class Param:
     doc: str = ""
     choices: tuple[str, ...] = ()
     shown: str = ""
+    duration: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

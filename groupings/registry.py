@@ -159,6 +159,8 @@ def describe(name: str, workers: int | None = None) -> dict:
         row["help"] = p.doc
         if p.choices:
             row["choices"] = list(p.choices)
+        if p.duration:
+            row["duration"] = True
         params.append(row)
     return {
         "name": entry.name,

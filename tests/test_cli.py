@@ -130,7 +130,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [(["--workers", "4", "--work", "cpu", "--capacities", "3,1,1,1"], "--core-share"),
+    [(["--workers", "4", "--work", "cpu", "--capacities", "3,1,1,1", "--core-share", "0.4"], "--core-share"),
      (["--workers", "4", "--chaos", "kill-worker:9@1"], "--chaos")],
 )
 def test_what_ray_cannot_run_is_refused_before_work_starts(tmp_path, args, fragment):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from topo.errors import RunFailed
 from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, SpecError, TopologySpec
+from topo.work import CPU_BUDGET, MAX_CORE_SHARE
 from topo.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 
 ENGINES = ("sim", "ray")
@@ -156,11 +157,26 @@ def add_topology_options(p: argparse.ArgumentParser) -> None:
 
 def add_ray_options(p: argparse.ArgumentParser) -> None:
     """The options that only the Ray engine reads."""
+    p.add_argument("--time-scale", default="1", metavar="K|auto",
+                   help="time dilation, as network emulators slow a guest's clock: the emulated cluster runs K times "
+                        "slower than the wall clock (every duration of the spec, from --cost-ms to chaos times, "
+                        "stretched by K; every reported time divided by K, so the summary, logs and plots are in the "
+                        "emulated cluster's time and rates). A run K times slower gives the Ray engine K times more "
+                        "wall time per tuple, for topologies this machine cannot carry in real time. 'auto' runs "
+                        "short pilots (the first 2 emulated seconds, from K = 1 up) and takes the smallest K at which "
+                        "the engine and the host had headroom, and says which K it chose and why. With --engine sim, "
+                        "K divides --transit-ms (Ray's transit at that K); K >= 1",
+                   type=time_scale_value)
     p.add_argument("--work", default="sleep", choices=("sleep", "cpu"),
                    help="ray engine: a worker spends each tuple's service time (cost-ms / capacity) waiting (sleep: "
                         "dozens fit on two cores) or burning real CPU capped at its share of a core (cpu)")
-    p.add_argument("--core-share", type=float, default=0.4, metavar="FRACTION",
-                   help="ray engine, --work cpu: the share of one core a capacity-1.0 worker may use")
+    p.add_argument("--core-share", type=float, default=None, metavar="FRACTION",
+                   help="ray engine, --work cpu: the share of one core a capacity-1.0 worker may use (a capacity-c "
+                        "worker uses c times it); default: chosen from the cores Ray offers so that all workers "
+                        f"burning at once use at most {CPU_BUDGET:g} of them, leaving the rest to the sources and Ray "
+                        f"(at most {MAX_CORE_SHARE:g}, and at most one core per worker); the summary says which share "
+                        "was used (ray.core_share). A worker that serves below 90%% of its capacity makes the "
+                        "run's bottleneck 'host'")
     p.add_argument("--cgroup-quota", action="store_true",
                    help="ray engine, --work cpu: also put each worker process on this machine under a kernel CPU "
                         "quota (its own cgroup, as cpulimit capped the paper's executors) of its share of a core "
@@ -203,6 +219,19 @@ def seed_value(text: str) -> int:
         value = -1
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
+    return value
+
+
+def time_scale_value(text: str) -> float | str:
+    """A --time-scale: 'auto', or a number >= 1."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 1 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 1 or auto, got '{text}'")
     return value
 
 
@@ -287,6 +316,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         chaos=parse_chaos(args.chaos), checkpoint_every_s=args.checkpoint_every, address=args.address,
         placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
         metrics_port=args.metrics_port, worker_processes=args.worker_processes,
+        time_scale=1.0 if args.time_scale == "auto" else args.time_scale,
     )
 
 
@@ -317,14 +347,22 @@ def _main(argv: list[str] | None) -> int:
 
     args = build_parser().parse_args(argv)
     spec = spec_from_args(args)
+    auto = args.time_scale == "auto"
+    if auto and spec.engine != "ray":
+        raise UsageError("--time-scale auto chooses K for the Ray engine; give the simulator a number")
     runner.check(spec)  # grouping, operator, engine: raises SpecError before anything starts
     out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
     check_destination(out, args.overwrite)
     runner.begin_engine(spec)  # a local Ray starts while the stream loads
     try:
         prepared = runner.load(spec)
+        choice = runner.choose_time_scale(prepared, quiet=args.quiet or args.json) if auto else None
+        if choice is not None:
+            prepared = runner.Prepared(prepared.spec.with_(time_scale=choice["time_scale"]), prepared.stream)
         with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
             result = runner.execute(prepared, progress=not (args.quiet or args.json), run_id=out.name)
+            if choice is not None:
+                result.summary["time_scale_choice"] = choice
             runner.write_run(result, tmp, plots=not args.no_plots, spec=spec)
     finally:
         runner.end_engine()

@@ -1,14 +1,17 @@
 """Did the run measure the grouping, or the emulator? The headroom every run reports, on both engines.
 
-A run is bounded by one of three things: nothing (it carried the offered rate), the topology (some worker was
-saturated: the grouping's and the capacities' result, which is what the user came to measure), or the engine
-(the sources' own loop, Ray's calls, could not move the tuples while the workers had time to spare). Only the
-Ray engine can be engine-bound: the simulator moves tuples in no time. The verdict goes into `summary.json`
-under "headroom" and onto the summary table in plain words.
+A run is bounded by one of four things: nothing (it carried the offered rate), the topology (some worker was
+saturated: the grouping's and the capacities' result, which is what the user came to measure), the engine (the
+sources' own loop, Ray's calls, could not move the tuples while the workers had time to spare), or the host (in
+cpu mode, workers got less CPU than their share, so they served below their configured capacity). Only the Ray
+engine can be engine- or host-bound: the simulator moves tuples in no time and its workers serve at exactly their
+capacity. The verdict goes into `summary.json` under "headroom" and onto the summary table in plain words; a run
+bounded by the engine or the host also says which time scale (`--time-scale`) might give it headroom.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 DELIVERED = 0.98  # below this share of the requested rate, the run did not carry its input
@@ -17,8 +20,11 @@ SOURCE_BUSY = 0.9  # a source loop busy this much of the run had no time to spar
 BLOCKED = 0.5  # with input always waiting, sources blocked this much of the run while no worker was saturated
 TRANSIT_MS = 20.0  # the engine's own transit (send to queue, beyond the emulated delay) that starts to matter
 TRANSIT_SHARE = 0.25  # ... once its p99 is this share of the run's p99 latency
+SERVED = 0.9  # a worker that served below this share of its configured capacity did not get what it was promised
+MARGIN = 1.25  # a suggested time scale leaves this much room over what the run lacked
 
-NONE, TOPOLOGY, ENGINE = "none", "topology", "engine"
+NONE, TOPOLOGY, ENGINE, HOST = "none", "topology", "engine", "host"
+EMULATOR = (ENGINE, HOST)  # verdicts under which a number is the emulator's, not the grouping's
 
 
 def headroom(
@@ -30,13 +36,20 @@ def headroom(
     sources: Sequence[dict],
     transit_p99_ms: float | None = None,
     latency_p99_ms: float | None = None,
+    served_share: Sequence[float | None] = (),
+    work: str | None = None,
+    time_scale: float = 1.0,
 ) -> dict:
     """The headroom facts and verdict of a run.
 
     sources: each source node's `stats` (blocked_fraction, input lag), plus `busy_fraction` of its loop on Ray;
-    transit_p99_ms: on Ray, the p99 of buffers' time from send to queue beyond the emulated network delay.
+    transit_p99_ms: on Ray, the p99 of buffers' time from send to queue beyond the emulated network delay;
+    served_share: on Ray, each worker's measured capacity over its configured one (None where it served nothing);
+    work: the Ray workers' work mode ("sleep" or "cpu"); time_scale: the run's --time-scale K.
     """
     busiest = max(worker_busy, default=0.0)
+    shares = [(w, s) for w, s in enumerate(served_share) if s is not None]
+    slowest = min(shares, key=lambda ws: ws[1], default=None)
     delivered = throughput / rate if rate and throughput else None
     loop_busy = [s["busy_fraction"] for s in sources if s.get("busy_fraction") is not None]
     facts = {
@@ -49,6 +62,8 @@ def headroom(
         "source_loop_busy_max": max(loop_busy) if loop_busy else None,
         "input_lag_max_ms": max((s["input_lag_max_ms"] for s in sources), default=0.0),
         "transit_p99_ms": transit_p99_ms,
+        "served_share_min": None if slowest is None else slowest[1],
+        "time_scale": time_scale,
     }
     short = delivered is not None and delivered < DELIVERED
     saturated = busiest >= SATURATED
@@ -58,7 +73,15 @@ def headroom(
     # the tuples' latency is mostly the engine moving buffers between processes, which the model does not have
     transit_bound = (transit_p99_ms is not None and latency_p99_ms is not None and transit_p99_ms >= TRANSIT_MS
                      and transit_p99_ms >= TRANSIT_SHARE * latency_p99_ms)
-    if engine != "sim" and not saturated and (short or loop_bound or ack_bound or transit_bound):
+    # a cpu worker served below its capacity: its burns got less CPU than its share (in sleep mode a lightly loaded
+    # worker's small batches each oversleep a little, which reads as a lower capacity without bounding anything)
+    starved = engine != "sim" and work == "cpu" and slowest is not None and slowest[1] < SERVED
+    if starved:
+        verdict = HOST
+        w, share = slowest
+        why = (f"the host, not the grouping, was the bottleneck: worker {w} served at {share:.0%} of its configured "
+               f"capacity (its CPU burns got less than their share of a core); lower --core-share or the load")
+    elif engine != "sim" and not saturated and (short or loop_bound or ack_bound or transit_bound):
         verdict = ENGINE
         if short:
             what = f"it delivered {delivered:.0%} of the requested {rate:,.0f} tuples/s"
@@ -78,15 +101,38 @@ def headroom(
     else:
         verdict = NONE
         why = "the run carried its input" + (f" ({delivered:.0%} of the requested rate)" if delivered else "")
-    return {**facts, "bottleneck": verdict, "note": why}
+    suggested = None
+    if verdict in EMULATOR:
+        lack = max([1.0 / delivered if short and delivered else 1.0,
+                    max(loop_busy) / SOURCE_BUSY if loop_bound else 1.0,
+                    transit_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if transit_bound else 1.0,
+                    SERVED / slowest[1] if starved and slowest[1] > 0 else 1.0])
+        suggested = suggest_time_scale(time_scale, lack)
+        why += f"; --time-scale {suggested:g} might give it headroom"
+    return {**facts, "bottleneck": verdict, "note": why, "suggested_time_scale": suggested}
+
+
+def suggest_time_scale(time_scale: float, lack: float) -> float:
+    """The next power of two above `time_scale` x `lack` x MARGIN: the engine's and the host's work per emulated
+    second falls about as 1/K, so K must grow at least by what the run lacked (a guess that a pilot confirms)."""
+    need = max(time_scale * 2.0, time_scale * lack * MARGIN)
+    return float(2 ** math.ceil(math.log2(need)))
+
+
+def served_shares(per_worker: Sequence[dict]) -> list[float | None]:
+    """Each worker's measured capacity over its configured one, None where nothing was measured."""
+    return [w["measured_capacity"] / w["capacity"] if w.get("measured_capacity") and w["tuples"] and w["capacity"]
+            else None for w in per_worker]
 
 
 def attach(summary: dict, engine: str, rate: float | None, sources: Sequence[dict],
-           transit_p99_ms: float | None = None) -> None:
+           transit_p99_ms: float | None = None, time_scale: float = 1.0) -> None:
     """Put the sources' stats and the run's headroom into its summary (`source_stats`, `headroom`)."""
     summary["source_stats"] = list(sources)
     summary["headroom"] = headroom(
         engine=engine, rate=rate, throughput=summary["throughput_tps"],
         worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
         transit_p99_ms=transit_p99_ms, latency_p99_ms=summary["latency_ms"]["p99"],
+        served_share=served_shares(summary["per_worker"]), work=(summary.get("ray") or {}).get("work"),
+        time_scale=time_scale,
     )

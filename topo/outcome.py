@@ -83,7 +83,8 @@ def run_result(
         extra=extra,
         worker_timelines=lines,
     )
+    summary["time_scale"] = spec.time_scale
     transit_p99_ms = amend(summary) if amend is not None else None
-    attach(summary, engine, spec.rate, source_stats(summary["duration_s"]), transit_p99_ms)
+    attach(summary, engine, spec.rate, source_stats(summary["duration_s"]), transit_p99_ms, spec.time_scale)
     series = timeseries(log, workers, spec.sample_interval_s, worker_timelines=lines)
     return RunResult(summary, series, log, extras={"batches": batches})

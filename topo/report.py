@@ -33,9 +33,13 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     head.add_row("imbalance (load/capacity)", _fmt(summary["imbalance"], 4))
     head.add_row("replication (copies/key)", _fmt(summary["replication"], 3))
     head.add_row("exact merged state", "yes" if summary["exact"] else "[red]NO[/red]")
+    k = summary.get("time_scale", 1.0)
+    if k != 1 or summary["engine"] == "ray":
+        # times and rates above are the emulated cluster's; the actors ran K times slower than the wall clock
+        head.add_row("time scale K", f"{k:g}" + (" (times and rates in emulated time)" if k != 1 else ""))
     room = summary.get("headroom")
     if room is not None:
-        style = {"engine": "bold red", "topology": "yellow"}.get(room["bottleneck"], "green")
+        style = {"engine": "bold red", "host": "bold red", "topology": "yellow"}.get(room["bottleneck"], "green")
         head.add_row("bottleneck", f"[{style}]{room['bottleneck']}[/{style}]")
     if "run_dir" in summary:
         head.add_row("run directory", summary["run_dir"])

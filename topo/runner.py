@@ -129,6 +129,19 @@ def _engine(spec: TopologySpec, run_id: str | None = None):
     return lambda sp, st, progress=None: simulate(sp, st, progress=progress)
 
 
+def choose_time_scale(prepared: Prepared, quiet: bool = False) -> dict:
+    """`--time-scale auto` on the Ray engine: pilots of the run from K = 1 up (`topo.ray_engine.dilation`); the
+    record of the choice, whose `time_scale` the run then takes. Each pilot's verdict goes to stderr unless quiet."""
+    import sys
+
+    from topo.ray_engine.dilation import choose_time_scale as choose
+
+    run = _engine(prepared.spec)
+    say = None if quiet else (lambda line: print(f"--time-scale auto: {line}", file=sys.stderr))
+    _, choice = choose(prepared.spec, prepared.stream, lambda sp, st: run(sp, st), say)
+    return choice
+
+
 def execute(prepared: Prepared, progress: bool = True, run_id: str | None = None) -> RunResult:
     """Run the prepared topology on its engine, with a progress bar on stderr when asked; `run_id` is the `run`
     label of its metrics (the CLI passes the run directory's name)."""

@@ -124,7 +124,8 @@ class Simulation:
         self.kernel = Kernel()
         self.pool = WorkerPool(spec.capacity_list, spec.cost_ms, messages)
         self.active = spec.workers  # workers [0, active) take tuples; the pool holds the most ever active
-        self.delay_s = (spec.net_delay_ms + spec.transit_ms) / 1e3  # each trip: the network, then Ray's own transit
+        # each trip: the network, then Ray's own transit, which a run dilated K times sees K times shorter
+        self.delay_s = (spec.net_delay_ms + spec.transit_ms / spec.time_scale) / 1e3
         self.progress = progress
         self.controller, self.delegation = controller, delegation
         if make_grouping is None:

@@ -55,7 +55,9 @@ class TopologySpec:
     migration_ms_per_key: float = 0.01  # pause of both workers per key whose state moves (repartitioning)
     aggregate_every_s: float | None = None  # period of partial-state flushes to the aggregator; None = at the end
     work: str = "sleep"  # ray engine: how a worker spends a tuple's service time, "sleep" or "cpu" (real, capped)
-    core_share: float = 0.4  # ray engine, --work cpu: share of a core a capacity-1.0 worker may use
+    # ray engine, --work cpu: share of a core a capacity-1.0 worker may use; None = chosen from the cores Ray offers
+    # so that the workers fit beside the sources and Ray (topo.ray_engine.driver.core_share)
+    core_share: float | None = None
     cgroup_quota: bool = False  # ray engine, --work cpu: also cap each worker process with a kernel CPU quota
     chaos: tuple = ()  # ray engine: (action, target, at_seconds) events, e.g. ("kill-worker", 2, 5.0) (topo.chaos)
     # ray engine: the aggregator's merged state and committed batches become durable this often (a checkpoint);
@@ -68,6 +70,9 @@ class TopologySpec:
     # ray engine: record Prometheus metrics, exported on 127.0.0.1:metrics_port by the local Ray this run starts
     # (with `address`, by every node on the port it was started with); None = no metrics
     metrics_port: int | None = None
+    # ray engine: time dilation K; the emulated cluster runs K times slower than the wall clock (every duration of
+    # the spec stretched by K, every reported time divided by K); the simulator divides its transit by K
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -108,13 +113,17 @@ class TopologySpec:
             raise SpecError(f"--aggregate-every must be positive (got {self.aggregate_every_s})")
         if self.work not in ("sleep", "cpu"):
             raise SpecError(f"--work must be sleep or cpu (got {self.work!r})")
-        if not 0 < self.core_share <= 1:
+        if self.core_share is not None and not 0 < self.core_share <= 1:
             raise SpecError(f"--core-share must be in (0, 1] (got {self.core_share})")
         if self.placement is not None and len(self.placement) != self.max_workers:
             raise SpecError(f"--placement names {len(self.placement)} resources for {self.max_workers} workers")
         check_events(self.chaos, self.max_workers, self.sources)
         if self.checkpoint_every_s is not None and not self.checkpoint_every_s >= 0:
             raise SpecError(f"--checkpoint-every must be 0 or more seconds (got {self.checkpoint_every_s})")
+        if isinstance(self.time_scale, bool) or not isinstance(self.time_scale, (int, float)) or not (
+            1 <= self.time_scale < math.inf
+        ):
+            raise SpecError(f"--time-scale must be a number >= 1, or auto (got {self.time_scale!r})")
         if self.worker_processes is not None and self.worker_processes < 1:
             raise SpecError(f"--worker-processes must be at least 1 (got {self.worker_processes})")
         if self.engine == "sim" and (self.chaos or self.address or self.placement or self.worker_processes):

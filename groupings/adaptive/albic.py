@@ -371,7 +371,7 @@ PARAMS = (
         "migration budget as state moved per period, in average key groups (0: count key groups instead)",
     ),
     Param("min_gain", float, 0.05, non_negative, "install only if the load distance drops by this share of the mean"),
-    Param("time_limit", float, 1.0, positive, "seconds the MILP solver may take per period"),
+    Param("time_limit", float, 1.0, positive, "seconds the MILP solver may take per period", duration=True),
     Param(
         "node_limit",
         int,
@@ -379,7 +379,7 @@ PARAMS = (
         non_negative,
         "branch-and-bound nodes the MILP may explore per period (0: no limit); unlike time_limit, reproducible",
     ),
-    Param("period", float, 1.0, positive, "seconds between two controller steps"),
+    Param("period", float, 1.0, positive, "seconds between two controller steps", duration=True),
     Param(
         "chain_groups",
         int,

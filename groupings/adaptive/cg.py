@@ -63,7 +63,8 @@ PARAMS = (
     eps_param(0.01, "PoRC capacity slack: a virtual worker takes a message while its load < ceil((1+eps) m/(alpha n))"),
     Param("min_vw", int, 1, _within_vw, "virtual workers a worker always keeps"),
     Param("probe", bool, False, None, "give a busy worker's virtual worker away even when no worker is idle"),
-    Param("t0", float, DEFAULT_T0, positive, "time slot: least seconds between two idle/busy decisions of a worker"),
+    Param("t0", float, DEFAULT_T0, positive, "time slot: least seconds between two idle/busy decisions of a worker",
+          duration=True),
     Param("idle", float, DEFAULT_IDLE, fraction, "a worker below this utilization asks for more"),
     Param("busy", float, DEFAULT_BUSY, _above_idle, "a worker above this utilization asks for less"),
     Param("measure", str, "offered", None, "the utilization a worker watches: " + "; ".join(

@@ -99,7 +99,8 @@ PARAMS = (
     Param("epoch", int, 1000, at_least_one, "tuples per epoch (N_epoch)"),
     Param("alpha", float, 0.2, _unit_interval, "factor every counter is multiplied by at the end of an epoch"),
     Param("d_min", int, 2, at_least_one, "least number of candidates of a hot key"),
-    Param("interval", float, 0.1, positive, "T: least engine seconds between two backlog inferences"),
+    Param("interval", float, 0.1, positive, "T: least engine seconds between two backlog inferences",
+          duration=True),
     REPLICAS,
     Param("epochs", bool, True, None, "decay the counters every epoch (false: lifetime counting)"),
     Param(

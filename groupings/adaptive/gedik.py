@@ -176,7 +176,7 @@ PARAMS = (
     Param("eps_share", float, 0.1, fraction, "lossy counting error eps as a share of delta"),
     Param("replicas", int, 1000, at_least_one, "consistent-hash ring points per channel"),
     Param("domain", int, 1_000_000, at_least_one, "estimated number of distinct keys |D| (quadratic resources)"),
-    Param("period", float, 1.0, positive, "seconds between two controller steps"),
+    Param("period", float, 1.0, positive, "seconds between two controller steps", duration=True),
     Param("min_gain", float, 0.05, fraction, "drop of estimated imbalance b a rebuild on imbalance must bring"),
 )
 

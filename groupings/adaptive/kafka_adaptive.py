@@ -67,6 +67,7 @@ PARAMS = (
         non_negative,
         "milliseconds a channel with a backlog may go without an ack before it is skipped (Kafka's "
         "partitioner.availability.timeout.ms); 0: never skipped",
+        duration=True,
     ),
 )
 

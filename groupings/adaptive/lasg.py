@@ -47,7 +47,8 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MASK64 = (1 << 64) - 1
 
 PARAMS = (
-    Param("refresh", float, 1.0, positive, "seconds of engine time between two recomputations of the weights"),
+    Param("refresh", float, 1.0, positive, "seconds of engine time between two recomputations of the weights",
+          duration=True),
     Param("slots", int, 1000, at_least_one, "entries of the shuffled choice array (at least one per worker)"),
     Param(
         "weights",

@@ -41,13 +41,15 @@ class WindowMeter:
 class AckMeter:
     """One worker's load as its acks report it: queue, utilization, time per tuple and the delegation signal."""
 
-    def __init__(self, index: int, service_s: float, queue_capacity: int, delegation=None, now: float = 0.0) -> None:
+    def __init__(self, index: int, service_s: float, queue_capacity: int, delegation=None, now: float = 0.0,
+                 window_s: float = DEFAULT_WINDOW_S) -> None:
         self.index = index
         self.service_s = service_s  # configured wall seconds per tuple (the capacity's), before any is measured
         self.queue_capacity = max(1, queue_capacity)
         self.delegation = delegation  # Consistent Grouping's worker delegation, or None
         self.measure = getattr(delegation, "measure", "busy")
-        self.meter = WindowMeter(getattr(delegation, "window_s", DEFAULT_WINDOW_S), now)
+        # a delegation's window is its own time slot; without one, `window_s`
+        self.meter = WindowMeter(getattr(delegation, "window_s", window_s), now)
         self.accepted = 0
         self.served = 0
         self.busy_s = 0.0

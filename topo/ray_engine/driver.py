@@ -29,6 +29,7 @@ from topo.ray_engine import local
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.checkpoint import make_directory, remove_directory
 from topo.ray_engine.controller import ControlLoop
+from topo.ray_engine.dilation import shrink, stretch, stretch_events
 from topo.ray_engine.host import WorkerHost, WorkerRef, host_groups
 from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
 from topo.ray_engine.mortal import until_back
@@ -38,6 +39,7 @@ from topo.ray_engine.watch import POLL_S, Watch, final_result
 from topo.ray_engine.worker import DEFAULT_FLUSH_S
 from topo.schedule import MESSAGES
 from topo.spec import SpecError, TopologySpec
+from topo.work import core_share
 from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota, worker_quota
 
 START_TIMEOUT_S = 60.0  # actors that cannot be placed within this fail the run instead of hanging it
@@ -46,8 +48,6 @@ POLL_COUNT_S = 0.02  # while a change waits for a message count: how late after 
 PLACEMENT_SHARE = 0.01  # how much of a placement resource a worker asks for (many workers fit one node)
 RESTART = {"max_restarts": -1, "max_task_retries": 0}  # Ray restarts a dead actor; the driver re-issues its calls
 WORK_MODES = ("sleep", "cpu")
-DEFAULT_CORE_SHARE = 0.4  # share of a core a capacity-1.0 worker burns in cpu mode, when the spec sets none
-
 _REMOTE: dict = {}  # actor classes made remote once per process
 
 
@@ -76,8 +76,8 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
             raise SpecError("--cgroup-quota caps burnt CPU: it needs --work cpu")
         if not cgroup_quota_possible():
             raise SpecError("--cgroup-quota needs root and a writable cgroup cpu controller on this machine")
-    if work == "cpu":
-        share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
+    if work == "cpu" and spec.core_share is not None:  # a share chosen from the cores always fits
+        share = spec.core_share
         for caps in [spec.capacity_list, *(c.value for c in spec.capacity_schedule)]:
             for w, c in enumerate(caps):
                 if c * share > 1:
@@ -106,7 +106,7 @@ class Run:
     def __init__(self, spec: TopologySpec, stream, work: str, placement, metrics: MetricsContext | None = None) -> None:
         self.spec = spec
         n, s = spec.max_workers, spec.sources
-        core_share = getattr(spec, "core_share", DEFAULT_CORE_SHARE)
+        self.core_share, self.core_share_from = core_share(spec, float(ray.cluster_resources().get("CPU", 1.0)))
         self.actors: list = []
         self.active = spec.workers  # workers [0, active) are the topology now
         self.capped: set[int] = set()  # worker pids under a cgroup quota
@@ -126,10 +126,11 @@ class Run:
             options = dict(RESTART)
             if placement is not None:
                 options["resources"] = {placement[members[0]]: PLACEMENT_SHARE}
-            host = self._spawn(WorkerHost, options, members, spec, aggregator, work, core_share, metrics, delegation)
+            host = self._spawn(WorkerHost, options, members, spec, aggregator, work, self.core_share, metrics,
+                               delegation)
             for w in members:
                 self.workers[w] = WorkerRef(host, h, w)
-        arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))
+        arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))  # at the stretched rate
         values = getattr(stream, "values", None)
         # each source's input in the object store, referenced here until the run ends (a restart reads it again)
         self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
@@ -199,7 +200,7 @@ class Run:
     def apply_quotas(self, capacities) -> list[dict]:
         """Put every worker process on this node under a kernel CPU quota of its share of a core (plus headroom for
         the actor's own threads); one row per worker saying whether it was capped and at what share."""
-        share = getattr(self.spec, "core_share", DEFAULT_CORE_SHARE)
+        share = self.core_share
         here = ray.util.get_node_ip_address()
         rows = []
         for members in self.hosts:
@@ -236,7 +237,9 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
     (default: a random id); None records no metrics at all.
     """
     check_supported(spec, work)
-    events = parse_chaos(chaos, spec, bool(groupings.describe(spec.grouping)["controller"]))
+    k = spec.time_scale
+    events = stretch_events(parse_chaos(chaos, spec, bool(groupings.describe(spec.grouping)["controller"])), k)
+    emulated, spec = spec, stretch(spec)  # the actors run the stretched spec; the outputs are in emulated time
     if placement is not None and len(placement) != spec.max_workers:
         raise SpecError(f"--placement names {len(placement)} resources for {spec.max_workers} workers")
     session = local.acquire(address, local_options(metrics_port))
@@ -257,7 +260,7 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
                 run.teardown()
             session.release()  # Ray stops in its own thread while the outputs are computed
         clock = time.perf_counter()
-        result = build_result(spec, stream, collected)
+        result = build_result(emulated, stream, shrink(collected, k))
         result.summary["wall_clock_s"] = {"setup": setup_s, "loop": loop_s, "metrics": time.perf_counter() - clock}
         if progress is not None:
             progress(result.summary["tuples_in"])
@@ -355,6 +358,8 @@ def _drive(spec, run: Run, events, progress, address, work,
         chaos=done_chaos, failures=watch.failures, capacity_history=world.capacity_history,
         active_history=world.active_history,
         facts={"address": address or "local", "work": work, "cgroup_quotas": world.quotas,
+               "core_share": run.core_share if work == "cpu" else None,
+               "core_share_from": run.core_share_from if work == "cpu" else None,
                "aggregate_every_s": spec.aggregate_every_s or DEFAULT_FLUSH_S,
                "checkpoint_every_s": spec.checkpoint_every_s},
     )

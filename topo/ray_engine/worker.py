@@ -26,6 +26,7 @@ import ray
 import groupings
 import operators
 from topo.model import AckMeter, queue_capacity
+from topo.model.worker import DEFAULT_WINDOW_S
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import Mortal, until_back
 from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs, epoch_of
@@ -82,7 +83,8 @@ class Worker(Mortal):
         self.delegation = (groupings.make_delegation(spec.grouping, spec.max_workers, **spec.params)
                            if delegation is FROM_REGISTRY else copy.deepcopy(delegation))
         capacity = queue_capacity(spec.sources, spec.max_pending, spec.batch_size)
-        self.meter = AckMeter(index, self.emulator.service_s, capacity, self.delegation, now=time.time())
+        self.meter = AckMeter(index, self.emulator.service_s, capacity, self.delegation, now=time.time(),
+                              window_s=DEFAULT_WINDOW_S * spec.time_scale)  # the spec's windows are stretched
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
         self.active = spec.workers  # a worker at or above this index left the topology: it asks for nothing
         self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
