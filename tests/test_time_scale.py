@@ -69,7 +69,8 @@ def test_shrink_puts_every_reported_time_back_in_emulated_time():
         facts={"aggregate_every_s": 2.0, "checkpoint_every_s": 4.0, "cgroup_quotas": []},
     )
     out = shrink(got, 4.0)
-    assert out.log["arrival_s"].tolist() == [t0 + 1.0, t0 + 2.0] and out.log["finish_s"].tolist() == [t0 + 2.0, t0 + 3.0]
+    assert out.log["arrival_s"].tolist() == [t0 + 1.0, t0 + 2.0]
+    assert out.log["finish_s"].tolist() == [t0 + 2.0, t0 + 3.0]
     assert out.aggregator["registrations"][0]["at"] == t0 + 2.0
     assert out.sources[0]["batches"][0].tolist() == [1, 0, 2, 1.0, 2.0, 1]
     node = out.sources[0]["node"]

@@ -204,6 +204,13 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                    help="ray engine: processes that host the workers (Storm's worker processes); a source sends one "
                         "call per process per flush, so fewer processes mean fewer Ray calls and "
                         "fewer processes sharing the cores; default: 1, as Storm's topology.workers")
+    p.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="ray engine: Storm's process model (topology.workers): sources and workers together in N "
+                        "processes, each hosting a contiguous block of workers and every N-th source, so that memory "
+                        "and start-up grow with N, not with sources plus workers; a chaos kill of a source or worker "
+                        "kills its whole process (a Storm worker restart). Takes neither --worker-processes nor "
+                        "--placement; default: every source in a process of its own, the workers in "
+                        "--worker-processes")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="ray engine: export Prometheus metrics on 127.0.0.1:PORT (Ray's metrics agent) while the run "
                         "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "
@@ -315,7 +322,7 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         work=args.work, core_share=args.core_share, cgroup_quota=args.cgroup_quota,
         chaos=parse_chaos(args.chaos), checkpoint_every_s=args.checkpoint_every, address=args.address,
         placement=tuple(p.strip() for p in args.placement.split(",")) if args.placement else None,
-        metrics_port=args.metrics_port, worker_processes=args.worker_processes,
+        metrics_port=args.metrics_port, worker_processes=args.worker_processes, processes=args.processes,
         time_scale=1.0 if args.time_scale == "auto" else args.time_scale,
     )
 

@@ -67,6 +67,9 @@ class TopologySpec:
     address: str | None = None  # ray engine: join this Ray cluster ("auto") instead of starting a local one
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
     worker_processes: int | None = None  # ray engine: processes hosting the workers (Storm's workers); None = cores
+    # ray engine: Storm's process model (topology.workers): sources and workers together in this many processes;
+    # None = every source in a process of its own and the workers in `worker_processes`
+    processes: int | None = None
     # ray engine: record Prometheus metrics, exported on 127.0.0.1:metrics_port by the local Ray this run starts
     # (with `address`, by every node on the port it was started with); None = no metrics
     metrics_port: int | None = None
@@ -126,8 +129,15 @@ class TopologySpec:
             raise SpecError(f"--time-scale must be a number >= 1, or auto (got {self.time_scale!r})")
         if self.worker_processes is not None and self.worker_processes < 1:
             raise SpecError(f"--worker-processes must be at least 1 (got {self.worker_processes})")
-        if self.engine == "sim" and (self.chaos or self.address or self.placement or self.worker_processes):
-            raise SpecError("--chaos, --address, --placement and --worker-processes need --engine ray")
+        if self.processes is not None:
+            if self.processes < 1:
+                raise SpecError(f"--processes must be at least 1 (got {self.processes})")
+            if self.worker_processes is not None or self.placement is not None:
+                raise SpecError("--processes places sources and workers together: it takes neither "
+                                "--worker-processes nor --placement")
+        if self.engine == "sim" and (self.chaos or self.address or self.placement or self.worker_processes
+                                     or self.processes):
+            raise SpecError("--chaos, --address, --placement, --worker-processes and --processes need --engine ray")
         if self.metrics_port is not None:
             if self.engine != "ray":
                 raise SpecError("--metrics-port needs --engine ray")

@@ -30,7 +30,7 @@ from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.checkpoint import make_directory, remove_directory
 from topo.ray_engine.controller import ControlLoop
 from topo.ray_engine.dilation import shrink, stretch, stretch_events
-from topo.ray_engine.host import WorkerHost, WorkerRef, host_groups
+from topo.ray_engine.host import Process, SourceRef, WorkerHost, WorkerRef, host_groups
 from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
 from topo.ray_engine.mortal import until_back
 from topo.ray_engine.outputs import Collected, build_result
@@ -120,8 +120,45 @@ class Run:
         self.aggregator = self._spawn(Aggregator, {"name": aggregator, **RESTART, **here}, spec.operator, n, s, shares,
                                       self.checkpoints, spec.checkpoint_every_s, spec.operator_params)
         self.workers: list[WorkerRef] = [None] * n  # type: ignore[list-item]
-        self.hosts = host_groups(n, spec.worker_processes or default_processes(n), placement)
         delegation = groupings.make_delegation(spec.grouping, n, **spec.params)  # each worker gets a copy
+        arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))  # at the stretched rate
+        values = getattr(stream, "values", None)
+        # each source's input in the object store, referenced here until the run ends (a restart reads it again)
+        self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
+                                None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
+        self.control = None
+        if spec.processes is not None:
+            self._storm_processes(spec, work, metrics, delegation, aggregator)
+        else:
+            self._separate_processes(spec, work, placement, metrics, delegation, aggregator)
+        if groupings.describe(spec.grouping)["controller"]:
+            self.control = self._spawn(ControlLoop, {"max_concurrency": 2, **RESTART, **here}, spec, self.sources,
+                                       self.workers, metrics, self.checkpoints)
+
+    def _storm_processes(self, spec: TopologySpec, work: str, metrics, delegation, aggregator: str) -> None:
+        """Storm's process model: `spec.processes` processes, each hosting a contiguous block of workers and every
+        `processes`-th source; a source reaches every worker, those of its own process too, through Ray."""
+        n, s = spec.max_workers, spec.sources
+        self.hosts = host_groups(n, spec.processes)
+        prefix = f"process-{uuid.uuid4().hex[:12]}"
+        self.workers = [WorkerRef(None, h, w, f"{prefix}-{h}") for h, members in enumerate(self.hosts)
+                        for w in members]
+        count = len(self.hosts)
+        self.host_sources = [list(range(p, s, count)) for p in range(count)]
+        self.sources = [None] * s  # type: ignore[list-item]
+        for p, members in enumerate(self.hosts):
+            hosted = [(i, [self.inputs[i]]) for i in self.host_sources[p]]
+            handle = self._spawn(Process, {"name": f"{prefix}-{p}", **RESTART}, members, hosted, spec, aggregator,
+                                 work, self.core_share, self.workers, self.aggregator, metrics, delegation)
+            for i in self.host_sources[p]:
+                self.sources[i] = SourceRef(handle, p, i)
+
+    def _separate_processes(self, spec: TopologySpec, work: str, placement, metrics, delegation,
+                            aggregator: str) -> None:
+        """Workers in `spec.worker_processes` processes, and every source in a process of its own."""
+        n, s = spec.max_workers, spec.sources
+        self.hosts = host_groups(n, spec.worker_processes or default_processes(n), placement)
+        self.host_sources = [[] for _ in self.hosts]
         for h, members in enumerate(self.hosts):
             options = dict(RESTART)
             if placement is not None:
@@ -130,17 +167,8 @@ class Run:
                                delegation)
             for w in members:
                 self.workers[w] = WorkerRef(host, h, w)
-        arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))  # at the stretched rate
-        values = getattr(stream, "values", None)
-        # each source's input in the object store, referenced here until the run ends (a restart reads it again)
-        self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
-                                None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
         self.sources = [self._spawn(Source, {"max_concurrency": 4, **RESTART}, i, spec, self.workers,
                                     self.aggregator, [self.inputs[i]], metrics) for i in range(s)]
-        self.control = None
-        if groupings.describe(spec.grouping)["controller"]:
-            self.control = self._spawn(ControlLoop, {"max_concurrency": 2, **RESTART, **here}, spec, self.sources,
-                                       self.workers, metrics, self.checkpoints)
 
     def _spawn(self, cls, options: dict, *args):
         """Start an actor that asks Ray for no CPU (the emulator's duty cycle governs CPU use)."""
@@ -169,6 +197,11 @@ class Run:
         event = {"action": action, "actor": label(action, target)}
         if action == KILL_WORKER:  # a worker process dies whole: every worker it hosts restarts with it
             event["process_workers"] = self.hosts[self.workers[target].host_index]
+        if action in (KILL_WORKER, KILL_SOURCE) and self.spec.processes is not None:
+            # in Storm's model a process hosts sources and workers: all of them die with it
+            process = (self.workers[target] if action == KILL_WORKER else self.sources[target]).host_index
+            event.update(process=process, process_workers=self.hosts[process],
+                         process_sources=self.host_sources[process])
         handle = self.actor(action, target)
         try:
             # an actor restarting (or too busy to answer at once) is asked again for a while

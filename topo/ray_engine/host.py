@@ -93,23 +93,87 @@ class WorkerHost(Mortal):
         return result
 
 
+class Process(WorkerHost):
+    """One process of Storm's model (`topology.workers`): some sources and some workers of the topology together.
+
+    Each source runs its loop in a thread of its own, and every call to a source runs on a thread of the process's
+    pool, never on the event loop that accepts the workers' buffers. Sources reach every worker, those of this
+    process too, through `WorkerRef`s that find their process by name, so a restarted process needs nothing from
+    the driver: Ray runs this constructor again and every hosted source comes back as a new incarnation.
+    """
+
+    def __init__(self, workers: list[int], sources: list[tuple[int, list]], spec: TopologySpec, aggregator: str,
+                 work: str, core_share: float, worker_refs: list, aggregator_handle: Any,
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from topo.ray_engine.source import Source
+
+        super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation)
+        self.sources = {i: Source(i, spec, worker_refs, aggregator_handle, share, metrics) for i, share in sources}
+        # a source's run, and up to three calls to it at once (statistics, install, progress), as a lone source
+        # actor allowed
+        self._pool = ThreadPoolExecutor(max_workers=4 * max(1, len(self.sources)), thread_name_prefix="source")
+
+    async def call_source(self, source: int, method: str, *args: Any) -> Any:
+        """Call `method` of one hosted source on the process's thread pool (its run lasts the whole run)."""
+        function = getattr(self.sources[source], method)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(function, *args))
+
+
 class _Method:
-    def __init__(self, host: Any, worker: int, name: str) -> None:
-        self.host, self.worker, self.name = host, worker, name
+    def __init__(self, call: Any, index: int, name: str) -> None:
+        self.call, self.index, self.name = call, index, name
 
     def remote(self, *args: Any):
-        return self.host.call.remote(self.worker, self.name, *args)
+        return self.call.remote(self.index, self.name, *args)
 
 
-class WorkerRef:
-    """One worker of a host, addressed as if it were its own actor: `ref.counters.remote()`."""
+class _Hosted:
+    """A member of a process (a worker, or a source in Storm's model) addressed as if it were its own actor:
+    `ref.counters.remote()`. The process is given as a handle, or by its actor name, looked up on first use (a
+    process built before its peers can hold refs to them)."""
 
-    def __init__(self, host: Any, host_index: int, worker: int) -> None:
-        self.host = host
+    _slots = ("_host", "host_index", "name", "index")
+    _call = "call"
+
+    def __init__(self, host: Any, host_index: int, index: int, name: str | None = None) -> None:
+        self._host = host
         self.host_index = host_index
-        self.worker = worker
+        self.index = index
+        self.name = name
+
+    @property
+    def host(self) -> Any:
+        if self._host is None:
+            import ray
+
+            self._host = ray.get_actor(self.name)
+        return self._host
+
+    def __getstate__(self) -> dict:
+        # a handle found by name is found again by name where the ref is unpickled
+        return {"_host": None if self.name else self._host, "host_index": self.host_index, "index": self.index,
+                "name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def __getattr__(self, name: str) -> _Method:
-        if name.startswith("__") or name in ("host", "host_index", "worker"):
+        if name.startswith("__") or name in self._slots or name == "host":
             raise AttributeError(name)  # unpickling and copying look for these before the fields exist
-        return _Method(self.host, self.worker, name)
+        return _Method(getattr(self.host, self._call), self.index, name)
+
+
+class WorkerRef(_Hosted):
+    """One worker of a process, addressed as if it were its own actor."""
+
+    @property
+    def worker(self) -> int:
+        return self.index
+
+
+class SourceRef(_Hosted):
+    """One source of a process (Storm's model), addressed as if it were its own actor: `ref.run.remote(t0)`."""
+
+    _call = "call_source"

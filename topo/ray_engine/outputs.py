@@ -65,20 +65,30 @@ def _sum_counters(sources: list[dict]) -> dict:
     return out
 
 
+def _victims(kill: dict) -> set[str]:
+    """The actors a chaos kill took: the one it named, and in Storm's process model every source of its process."""
+    return {kill["actor"], *(f"source {i}" for i in kill.get("process_sources", ()))}
+
+
 def recovery(got: Collected) -> dict:
     """Every failure and its recovery, the tuples replayed by cause, the checkpoints, and each actor's peak memory."""
     failures = [dict(f) for f in got.failures]
     kills = [e for e in got.chaos if "pid" in e]
     for event in kills:
-        if event["action"] == "kill-worker":
-            # recovered by its sources: back once the next incarnation of the worker registered
+        if event.get("process_workers"):
+            # recovered by their sources: back once the next incarnation of a worker of the process registered
             again = [r["at"] - got.t0 for r in got.aggregator["registrations"]
                      if r["worker"] in event["process_workers"] and r["at"] - got.t0 > event["done_s"]]
-            failures.append({"actor": event["actor"], "detected_s": event["done_s"],
-                             "back_s": min(again) if again else None})
+            # a source killed in Storm's process model takes its process's workers with it
+            actor = (event["actor"] if event["action"] == "kill-worker" else
+                     f"workers {','.join(map(str, event['process_workers']))} (process {event['process']})")
+            failures.append({"actor": actor, "detected_s": event["done_s"], "back_s": min(again) if again else None,
+                             "killed_s": event["done_s"]})
     for f in failures:
         # a death the chaos caused dates from the kill; any other from when the driver saw it
-        killed = [e["done_s"] for e in kills if e["actor"] == f["actor"] and e["done_s"] <= f["detected_s"] + 1e-3]
+        killed = [e["done_s"] for e in kills if f["actor"] in _victims(e) and e["done_s"] <= f["detected_s"] + 1e-3]
+        if "killed_s" in f:
+            killed.append(f.pop("killed_s"))
         f["died_s"] = max(killed) if killed else f["detected_s"]
         f["how"] = "killed by --chaos" if killed else "died"
     for report in got.sources:
@@ -101,11 +111,28 @@ def recovery(got: Collected) -> dict:
         "checkpoints": {"every_s": got.facts.get("checkpoint_every_s"), "parts": agg["checkpoints"],
                         "bytes": agg["checkpoint_bytes"], "seconds": agg["checkpoint_s"],
                         "aggregator_starts": agg["starts"], "restored": agg["restored"]},
+        "processes": processes(got),
         "peak_rss_mb": {"aggregator": agg["peak_rss_mb"],
                         "controller": None if got.control is None else got.control["peak_rss_mb"],
                         "sources": [s["peak_rss_mb"] for s in got.sources],
                         "workers": [w["peak_rss_mb"] for w in got.workers]},
     }
+
+
+def processes(got: Collected) -> list[dict]:
+    """What each process of the run hosted at the end (its last incarnation): sources, workers, peak memory."""
+    rows: dict[int, dict] = {}
+
+    def row(pid: int, rss: float) -> dict:
+        entry = rows.setdefault(pid, {"pid": pid, "sources": [], "workers": [], "peak_rss_mb": 0.0})
+        entry["peak_rss_mb"] = max(entry["peak_rss_mb"], rss)
+        return entry
+
+    for report in got.sources:
+        row(report["pid"], report["peak_rss_mb"])["sources"].append(report["index"])
+    for w, report in enumerate(got.workers):
+        row(report["pid"], report["peak_rss_mb"])["workers"].append(w)
+    return sorted(rows.values(), key=lambda r: (r["workers"][:1] or [-1], r["sources"][:1] or [-1]))
 
 
 def _delegation(workers: list[dict]) -> dict:

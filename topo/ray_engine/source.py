@@ -23,6 +23,7 @@ controller gets the controller's current version (the driver hands it over), as 
 
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import time
@@ -112,7 +113,7 @@ class Source(Recovery, Mortal):
         n = len(workers)
         self._pending: dict[int, dict[tuple[int, int], Entry]] = {}  # worker process -> buffers it owes an ack
         self._polls: dict[int, Any] = {}  # worker process -> this source's outstanding `acks` call
-        self._hosts = {ref.host_index: ref.host for ref in workers}
+        self._hosts = {ref.host_index: ref for ref in workers}  # worker process -> a ref that reaches it
         self._in_flight = [0] * n  # buffers in flight per worker
         self._buffer: dict[int, Entry] = {}
         self._incarnation = [-1] * n  # newest incarnation heard from, per worker
@@ -223,7 +224,7 @@ class Source(Recovery, Mortal):
         now = time.time()
         for h, group in frames.items():
             frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
-            host = self._hosts[h]
+            host = self._hosts[h].host
             host.process.remote(frame, now)  # a failure shows on the long poll, which fails with the process
             waiting = self._pending.setdefault(h, {})
             for entry in group:
@@ -282,7 +283,7 @@ class Source(Recovery, Mortal):
             entry = waiting.pop((ack.worker, ack.batch_id), None)
             if entry is not None:
                 self._acked(entry, ack)
-        self._polls[h] = self._hosts[h].acks.remote(self.index, self.epoch)
+        self._polls[h] = self._hosts[h].host.acks.remote(self.index, self.epoch)
 
     def _acked(self, entry: Entry, ack) -> None:
         w = entry.worker
@@ -363,7 +364,8 @@ class Source(Recovery, Mortal):
             positions = np.union1d(np.flatnonzero(self._committed_at_resume), self.positions[: node.routed])
         return {"index": self.index, "emitted": self.count.emitted if positions is None else int(positions.size),
                 "positions": positions, "counters": vars(self.count), "grouping_stats": stats, "batches": rows,
-                "node": loop, "epoch": self.epoch, "resumed": self.resumed, "peak_rss_mb": self.peak_rss_mb()}
+                "node": loop, "epoch": self.epoch, "resumed": self.resumed, "peak_rss_mb": self.peak_rss_mb(),
+                "pid": os.getpid()}
 
     # --- calls from the driver and the controller (other threads of this actor)
 
