@@ -201,16 +201,18 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                    help="ray engine: one custom resource name per worker (e.g. fast,fast,slow,slow); each worker "
                         "runs only on nodes offering it")
     p.add_argument("--worker-processes", type=int, default=None, metavar="N",
-                   help="ray engine: processes that host the workers (Storm's worker processes); a source sends one "
-                        "call per process per flush, so fewer processes mean fewer Ray calls and "
-                        "fewer processes sharing the cores; default: 1, as Storm's topology.workers")
+                   help="ray engine, separate layout: every source in a process of its own and the workers in N "
+                        "processes; a source sends one call per process per flush, so fewer processes mean fewer "
+                        "Ray calls and fewer processes sharing the cores; default: the combined layout of "
+                        "--processes (with --placement: 1)")
     p.add_argument("--processes", type=int, default=None, metavar="N",
                    help="ray engine: Storm's process model (topology.workers): sources and workers together in N "
                         "processes, each hosting a contiguous block of workers and every N-th source, so that memory "
                         "and start-up grow with N, not with sources plus workers; a chaos kill of a source or worker "
                         "kills its whole process (a Storm worker restart). Takes neither --worker-processes nor "
-                        "--placement; default: every source in a process of its own, the workers in "
-                        "--worker-processes")
+                        "--placement; default: half the cores Ray offers, at least 1, unless --worker-processes or "
+                        "--placement asks for the separate layout (each source a process of its own, the workers in "
+                        "--worker-processes)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="ray engine: export Prometheus metrics on 127.0.0.1:PORT (Ray's metrics agent) while the run "
                         "lasts, every series labelled run=<name of the run directory>; with --address the metrics are "

@@ -68,7 +68,8 @@ class TopologySpec:
     placement: tuple[str, ...] | None = None  # ray engine: a custom resource name per worker, to pin it to nodes
     worker_processes: int | None = None  # ray engine: processes hosting the workers (Storm's workers); None = cores
     # ray engine: Storm's process model (topology.workers): sources and workers together in this many processes;
-    # None = every source in a process of its own and the workers in `worker_processes`
+    # None = half the cores Ray offers, or, with `worker_processes` or `placement`, every source in a process of its
+    # own and the workers in `worker_processes` processes
     processes: int | None = None
     # ray engine: record Prometheus metrics, exported on 127.0.0.1:metrics_port by the local Ray this run starts
     # (with `address`, by every node on the port it was started with); None = no metrics

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections import defaultdict
 from functools import partial
 from typing import Any
@@ -46,6 +47,9 @@ class WorkerHost(Mortal):
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
         self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation) for w in indices}
+        self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
+        self.loop: asyncio.AbstractEventLoop | None = None  # the actor's event loop, known from the first frame on
+        self._boxes = threading.Lock()  # the outboxes, filled by the workers' server threads
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._ready: dict[int, asyncio.Event] = {}
         self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
@@ -53,16 +57,36 @@ class WorkerHost(Mortal):
     async def process(self, frame: list[tuple], sent: float) -> None:
         """Queue a frame of buffers, (worker, source, batch id, tuples, values) each, sent at `sent`; each buffer's
         ack goes to its source's outbox once its worker has served it."""
-        for w, source, batch_id, tuples, values in frame:
-            task = asyncio.ensure_future(self.workers[w].process(source, batch_id, tuples, values, sent))
-            task.add_done_callback(partial(self._served, source))
+        self.accept(frame, sent)
 
-    def _served(self, source: int, task: asyncio.Task) -> None:
-        ack = task.result()
+    def accept(self, frame: list[tuple], sent: float) -> None:
+        """`process`, called on the event loop (a source of this process hands its frames over directly)."""
+        self.loop = loop = asyncio.get_running_loop()
+        for w, source, batch_id, tuples, values in frame:
+            args = (source, batch_id, tuples, values, sent, partial(self._served, source))
+            if self.delay_s:
+                loop.call_later(self.delay_s, self.workers[w].enqueue, *args)  # on the wire for one delay
+            else:
+                self.workers[w].enqueue(*args)
+
+    def _served(self, source: int, ack: Any) -> None:
+        """A worker answered a buffer of `source` (from its server thread, or at once for a duplicate)."""
         if ack is None:
             return  # dropped: sent by a source incarnation that died, whose successor re-sends what it held
-        self._outbox[source].append(ack)
-        self._event(source).set()
+        if self.delay_s:  # and so is its ack, on the way back
+            self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._post, source, ack)
+        else:
+            self._post(source, ack)
+
+    def _post(self, source: int, ack: Any) -> None:
+        """Put an ack in its source's outbox; wake the source's poll only when the outbox was empty (the poll takes
+        everything there at once)."""
+        with self._boxes:
+            box = self._outbox[source]
+            box.append(ack)
+            first = len(box) == 1
+        if first:
+            self.loop.call_soon_threadsafe(self._event(source).set)
 
     def _event(self, source: int) -> asyncio.Event:
         if source not in self._ready:
@@ -77,13 +101,14 @@ class WorkerHost(Mortal):
         if epoch > self._epochs[source]:
             self._epochs[source] = epoch
             event.set()  # wake a dead incarnation's poll, to let it go
-        while not self._outbox[source] or epoch < self._epochs[source]:
-            if epoch < self._epochs[source]:
-                return []
-            event.clear()
+        while epoch >= self._epochs[source]:
+            with self._boxes:
+                if self._outbox[source]:
+                    out, self._outbox[source] = self._outbox[source], []
+                    return out
+                event.clear()  # under the lock: an ack posted after this schedules a new set
             await event.wait()
-        out, self._outbox[source] = self._outbox[source], []
-        return out
+        return []
 
     async def call(self, worker: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted worker (awaiting it if it is a coroutine)."""
@@ -111,6 +136,9 @@ class Process(WorkerHost):
 
         super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation)
         self.sources = {i: Source(i, spec, worker_refs, aggregator_handle, share, metrics) for i, share in sources}
+        if workers:  # its sources hand frames for this process's workers over without Ray
+            for source in self.sources.values():
+                source.local = (self, worker_refs[workers[0]].host_index)
         # a source's run, and up to three calls to it at once (statistics, install, progress), as a lone source
         # actor allowed
         self._pool = ThreadPoolExecutor(max_workers=4 * max(1, len(self.sources)), thread_name_prefix="source")
@@ -118,7 +146,8 @@ class Process(WorkerHost):
     async def call_source(self, source: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted source on the process's thread pool (its run lasts the whole run)."""
         function = getattr(self.sources[source], method)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(function, *args))
+        self.loop = asyncio.get_running_loop()
+        return await self.loop.run_in_executor(self._pool, partial(function, *args))
 
 
 class _Method:

@@ -37,9 +37,10 @@ from ray.exceptions import RayActorError
 import groupings
 from topo.model import Buffer, SourceNode
 from topo.model.inputs import source_seed
+from topo.ray_engine.links import Links
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal
-from topo.ray_engine.protocol import pack, tag
+from topo.ray_engine.protocol import tag
 from topo.ray_engine.recovery import ACKED, FAILED, PENDING, Recovery
 from topo.spec import TopologySpec
 
@@ -81,7 +82,7 @@ class Counters:
     signals: dict = field(default_factory=lambda: {"increase": 0, "decrease": 0})
 
 
-class Source(Recovery, Mortal):
+class Source(Links, Recovery, Mortal):
     """One spout of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Any, share: list,
@@ -114,6 +115,7 @@ class Source(Recovery, Mortal):
         self._pending: dict[int, dict[tuple[int, int], Entry]] = {}  # worker process -> buffers it owes an ack
         self._polls: dict[int, Any] = {}  # worker process -> this source's outstanding `acks` call
         self._hosts = {ref.host_index: ref for ref in workers}  # worker process -> a ref that reaches it
+        self.local: tuple[Any, int] | None = None  # (process, its index) when this source lives in one (Storm's model)
         self._in_flight = [0] * n  # buffers in flight per worker
         self._buffer: dict[int, Entry] = {}
         self._incarnation = [-1] * n  # newest incarnation heard from, per worker
@@ -213,77 +215,7 @@ class Source(Recovery, Mortal):
         return Entry(tag(self.epoch, buffer.batch_id), buffer.worker, self.seqs[pick], self.keys[pick], arrival,
                      values)
 
-    # --- sending and acks
-
-    def _send(self, entries: list[Entry]) -> None:
-        """Put buffers on the wire, one call (a frame) per worker process; each stays in the replay buffer until
-        committed, and its ack comes back through that process's long poll."""
-        frames: dict[int, list[Entry]] = {}
-        for entry in entries:
-            frames.setdefault(self.workers[entry.worker].host_index, []).append(entry)
-        now = time.time()
-        for h, group in frames.items():
-            frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
-            host = self._hosts[h].host
-            host.process.remote(frame, now)  # a failure shows on the long poll, which fails with the process
-            waiting = self._pending.setdefault(h, {})
-            for entry in group:
-                entry.state, entry.sent_s = PENDING, now
-                entry.sends += 1
-                self._buffer[entry.batch_id] = entry
-                self._in_flight[entry.worker] += 1
-                waiting[(entry.worker, entry.batch_id)] = entry
-            if h not in self._polls:
-                self._polls[h] = host.acks.remote(self.index, self.epoch)
-
-    def _all_inflight(self) -> list:
-        """The long polls of the processes that owe this source an ack."""
-        return [ref for h, ref in self._polls.items() if self._pending.get(h)]
-
-    def _wait(self, polls: list, timeout: float | None = None) -> None:
-        """Block until one of `polls` has acks (or the timeout), then take every answer that is ready."""
-        clock = time.perf_counter()
-        if not polls:
-            time.sleep(timeout if timeout is not None else 0.001)
-            self.waited_s += time.perf_counter() - clock
-            return
-        ready, rest = ray.wait(polls, num_returns=1, timeout=timeout)
-        self.waited_s += time.perf_counter() - clock
-        if ready and rest:
-            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        for ref in ready:
-            self._take(ref)
-
-    def _poll(self) -> None:
-        """Take every answer that has arrived, without blocking."""
-        polls = self._all_inflight()
-        if polls:
-            ready, _ = ray.wait(polls, num_returns=len(polls), timeout=0)
-            for ref in ready:
-                self._take(ref)
-
-    def _take(self, ref) -> None:
-        """A long poll answered: feed its acks to the node, and poll that process again."""
-        h = next(h for h, r in self._polls.items() if r == ref)
-        del self._polls[h]
-        waiting = self._pending.get(h, {})
-        try:
-            acks = ray.get(ref)
-        except RayActorError:
-            # the process died: every buffer it owed an ack may be lost
-            for entry in waiting.values():
-                entry.state = FAILED
-                self._in_flight[entry.worker] -= 1
-                self.count.failures += 1
-                self._suspects.add(entry.worker)
-            waiting.clear()
-            return
-        for ack in acks:
-            entry = waiting.pop((ack.worker, ack.batch_id), None)
-            if entry is not None:
-                self._acked(entry, ack)
-        self._polls[h] = self._hosts[h].host.acks.remote(self.index, self.epoch)
+    # --- acks
 
     def _acked(self, entry: Entry, ack) -> None:
         w = entry.worker

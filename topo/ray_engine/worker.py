@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,18 +55,12 @@ class Job:
     tuples: np.ndarray  # protocol.WIRE records: seq, key, arrival
     values: Any
     enqueued: float
-    future: asyncio.Future
-    loop: asyncio.AbstractEventLoop
+    done: Callable[[Ack | None], None]  # takes the batch's ack once served (None: dropped)
 
 
 def _wait(ref: ray.ObjectRef) -> Any:
     """The value of `ref`, blocking this thread only (never the actor's event loop, which stays free)."""
     return ref.future().result()
-
-
-def _resolve(future: asyncio.Future, ack: Ack | None) -> None:
-    if not future.done():
-        future.set_result(ack)
 
 
 class Worker(Mortal):
@@ -87,7 +82,7 @@ class Worker(Mortal):
                               window_s=DEFAULT_WINDOW_S * spec.time_scale)  # the spec's windows are stretched
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
         self.active = spec.workers  # a worker at or above this index left the topology: it asks for nothing
-        self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
+        self.delay_s = spec.net_delay_ms / 1e3  # the host's emulated one-way network delay (not the engine's time)
         self._lock = threading.Lock()  # queue, counters, meter, state delta and commit lists
         self._ready = threading.Condition(self._lock)
         self._flushing = threading.Lock()  # one flush at a time
@@ -120,35 +115,32 @@ class Worker(Mortal):
 
     # --- the data path
 
-    async def process(self, source: int, batch_id: int, tuples: np.ndarray, values: Any = None,
-                      sent: float | None = None) -> Ack | None:
-        """Queue a buffer (`protocol.WIRE` records) sent at `sent`; the answer is its ack, once it is served (None:
-        dropped, its source incarnation is dead)."""
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)  # the buffer is on the wire for one network delay
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
+    def enqueue(self, source: int, batch_id: int, tuples: np.ndarray, values: Any, sent: float | None,
+                done: Callable[[Ack | None], None]) -> None:
+        """Queue a buffer (`protocol.WIRE` records) sent at `sent`, after the emulated network delay; `done(ack)` is
+        called once it is served (by the server thread), or at once with None if it is dropped (its source
+        incarnation is dead) or with an ack if this incarnation already has it. Per buffer: no task, no future."""
         now = time.time()
         if sent is not None:
             self.transit_s.append(now - sent - self.delay_s)  # the engine's own time on the wire, not the model's
+        answer: tuple = ()
         with self._lock:
             if epoch_of(batch_id) < self._fences[source]:
                 self._drop(len(tuples))
-                return None
-            if batch_id in self._accepted_ids[source]:
+                answer = (None,)
+            elif batch_id in self._accepted_ids[source]:
                 # sent again to this incarnation (a re-send that crossed a restart): answered, never served twice
                 self.dropped["duplicates"] += 1
-                return self._ack(source, batch_id, now)
-            if len(tuples):
-                self._newest_seq[source] = max(self._newest_seq[source], int(tuples["seq"][-1]))
-            self._accepted_ids[source].add(batch_id)
-            self.meter.arrive(now, len(tuples))
-            self._jobs.append(Job(source, batch_id, tuples, values, now, future, loop))
-            self._ready.notify()
-        ack = await future
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)  # and so is its ack, on the way back
-        return ack
+                answer = (self._ack(source, batch_id, now),)
+            else:
+                if len(tuples):
+                    self._newest_seq[source] = max(self._newest_seq[source], int(tuples["seq"][-1]))
+                self._accepted_ids[source].add(batch_id)
+                self.meter.arrive(now, len(tuples))
+                self._jobs.append(Job(source, batch_id, tuples, values, now, done))
+                self._ready.notify()
+        if answer:
+            done(*answer)
 
     def _register(self) -> None:
         """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes. Learn the
@@ -179,7 +171,7 @@ class Worker(Mortal):
             for job in self._jobs:
                 if job.source == source and epoch_of(job.batch_id) < epoch:
                     self._drop(len(job.tuples))
-                    job.loop.call_soon_threadsafe(_resolve, job.future, None)
+                    job.done(None)
                 else:
                     kept.append(job)
             self._jobs = kept
@@ -221,7 +213,7 @@ class Worker(Mortal):
             self.meter.service_s = self.emulator.service_s
             self.meter.serve(end, len(tuples), self.emulator.busy_seconds())
             ack = self._ack(job.source, job.batch_id, end)
-        job.loop.call_soon_threadsafe(_resolve, job.future, ack)
+        job.done(ack)
         if self.metrics is not None:
             self.metrics.served(tuples["arrival"], finish)
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)

@@ -1,0 +1,103 @@
+"""A source's links to the worker processes, as a part of the source (`source.Source` mixes it in).
+
+Buffers go out as one frame per worker process and step; acks come back through one long poll per process that
+answers with every ack of this source's buffers served so far. Both ends are Ray calls between processes. In
+Storm's process model a source and some workers share a process: then the frame is handed to that process's
+event loop and the long poll is a coroutine on it, with no Ray call and no serialization, and everything else
+(credits, acks, replay) stays the same. Every poll is a `concurrent.futures.Future` (`ObjectRef.future()` for a
+Ray call), so one wait covers in-process and remote processes alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+
+from ray.exceptions import RayActorError
+
+from topo.ray_engine.protocol import pack
+from topo.ray_engine.recovery import FAILED, PENDING
+
+FIRST = concurrent.futures.FIRST_COMPLETED
+
+
+class Links:
+    """Needs the source's `workers`, `_hosts`, `local`, `_pending`, `_polls`, `_buffer`, `_in_flight`, `_suspects`,
+    `count`, `index`, `epoch` and `_acked`."""
+
+    def _send(self, entries: list) -> None:
+        """Put buffers on the wire, one frame per worker process; each stays in the replay buffer until committed,
+        and its ack comes back through that process's long poll."""
+        frames: dict[int, list] = {}
+        for entry in entries:
+            frames.setdefault(self.workers[entry.worker].host_index, []).append(entry)
+        now = time.time()
+        for h, group in frames.items():
+            frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
+            if self.local is not None and self.local[1] == h:
+                process = self.local[0]
+                process.loop.call_soon_threadsafe(process.accept, frame, now)  # in-process: no Ray call
+            else:
+                self._hosts[h].host.process.remote(frame, now)  # a failure shows on the long poll
+            waiting = self._pending.setdefault(h, {})
+            for entry in group:
+                entry.state, entry.sent_s = PENDING, now
+                entry.sends += 1
+                self._buffer[entry.batch_id] = entry
+                self._in_flight[entry.worker] += 1
+                waiting[(entry.worker, entry.batch_id)] = entry
+            if h not in self._polls:
+                self._polls[h] = self._long_poll(h)
+
+    def _long_poll(self, h: int) -> concurrent.futures.Future:
+        """Process h's next answer with this source's acks, as a future."""
+        if self.local is not None and self.local[1] == h:
+            process = self.local[0]
+            return asyncio.run_coroutine_threadsafe(process.acks(self.index, self.epoch), process.loop)
+        return self._hosts[h].host.acks.remote(self.index, self.epoch).future()
+
+    def _all_inflight(self) -> list:
+        """The long polls of the processes that owe this source an ack."""
+        return [poll for h, poll in self._polls.items() if self._pending.get(h)]
+
+    def _wait(self, polls: list, timeout: float | None = None) -> None:
+        """Block until one of `polls` has acks (or the timeout), then take every answer that is ready."""
+        clock = time.perf_counter()
+        if not polls:
+            time.sleep(timeout if timeout is not None else 0.001)
+            self.waited_s += time.perf_counter() - clock
+            return
+        concurrent.futures.wait(polls, timeout=timeout, return_when=FIRST)
+        self.waited_s += time.perf_counter() - clock
+        for poll in polls:
+            if poll.done():
+                self._take(poll)
+
+    def _poll(self) -> None:
+        """Take every answer that has arrived, without blocking."""
+        for poll in self._all_inflight():
+            if poll.done():
+                self._take(poll)
+
+    def _take(self, poll: concurrent.futures.Future) -> None:
+        """A long poll answered: feed its acks to the node, and poll that process again."""
+        h = next(h for h, p in self._polls.items() if p is poll)
+        del self._polls[h]
+        waiting = self._pending.get(h, {})
+        try:
+            acks = poll.result()
+        except RayActorError:
+            # the process died: every buffer it owed an ack may be lost
+            for entry in waiting.values():
+                entry.state = FAILED
+                self._in_flight[entry.worker] -= 1
+                self.count.failures += 1
+                self._suspects.add(entry.worker)
+            waiting.clear()
+            return
+        for ack in acks:
+            entry = waiting.pop((ack.worker, ack.batch_id), None)
+            if entry is not None:
+                self._acked(entry, ack)
+        self._polls[h] = self._long_poll(h)
