@@ -103,6 +103,10 @@ REFUSED = [
     (["--chaos", "kill-worker:1@2"], "--engine ray"),
     (["--work", "fast"], "--work"),
     (["--placement", "a,b"], "--placement"),
+    (["--time-scale", "0.5"], "--time-scale"),
+    (["--time-scale", "fast"], "--time-scale"),
+    (["--time-scale", "auto"], "--time-scale auto"),
+    (["--processes", "2"], "--engine ray"),
 ]
 
 

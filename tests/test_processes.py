@@ -20,7 +20,7 @@ def test_processes_refuse_what_they_cannot_mean():
             TopologySpec(**{"engine": "ray", **bad})
 
 
-@pytest.mark.parametrize("grouping", ["pkg", "albic"])
+@pytest.mark.parametrize("grouping", ["pkg", pytest.param("albic", marks=pytest.mark.slow)])
 def test_sources_and_workers_share_processes_and_stay_exact(ray_session, grouping):
     # albic's controller pulls statistics from, and pushes versions to, sources that live inside processes
     spec = TopologySpec(grouping=grouping, engine="ray", workers=5, sources=3, cost_ms=0.2, rate=6000.0,
