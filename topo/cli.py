@@ -163,8 +163,9 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                         "stretched by K; every reported time divided by K, so the summary, logs and plots are in the "
                         "emulated cluster's time and rates). A run K times slower gives the Ray engine K times more "
                         "wall time per tuple, for topologies this machine cannot carry in real time. 'auto' runs "
-                        "short pilots (the first 2 emulated seconds, from K = 1 up) and takes the smallest K at which "
-                        "the engine and the host had headroom, and says which K it chose and why. With --engine sim, "
+                        "short pilots (the first 2 emulated seconds, at most 8 wall seconds each, from K = 1 up) "
+                        "and takes the smallest K at which the engine and the host had headroom, and says which K "
+                        "it chose and why. With --engine sim, "
                         "K divides --transit-ms (Ray's transit at that K); K >= 1",
                    type=time_scale_value)
     p.add_argument("--work", default="sleep", choices=("sleep", "cpu"),

@@ -117,17 +117,21 @@ def _control(report: dict, k: float) -> dict:
     return {**report, "migrations": migrations}
 
 
-PILOT_S = 2.0  # emulated seconds of input one pilot runs (a saturating run: PILOT_TUPLES)
+PILOT_S = 2.0  # emulated seconds of input one pilot runs at most (a saturating run: PILOT_TUPLES)
+PILOT_WALL_S = 8.0  # ... and at most this many wall seconds at its K, so that a pilot at K = 64 takes 8 s, not 128
 PILOT_TUPLES = 20_000
 MIN_PILOT_TUPLES = 2_000
 MAX_TIME_SCALE = 64.0  # auto gives up here: a topology that needs more is too large for the host
 
 
-def pilot_stream(spec: TopologySpec, stream: Any) -> Any:
-    """The first few emulated seconds of `stream` at the spec's rate (or PILOT_TUPLES of it when saturating)."""
+def pilot_stream(spec: TopologySpec, stream: Any, k: float = 1.0) -> Any:
+    """The first emulated seconds of `stream` a pilot at time scale `k` runs: PILOT_S of them at the spec's rate,
+    fewer at a large `k` (at most PILOT_WALL_S of wall time), never fewer than MIN_PILOT_TUPLES tuples; a saturating
+    run takes PILOT_TUPLES."""
     from topo.streams import StreamArrays
 
-    want = PILOT_TUPLES if spec.rate is None else max(MIN_PILOT_TUPLES, int(spec.rate * PILOT_S))
+    seconds = min(PILOT_S, PILOT_WALL_S / k)
+    want = PILOT_TUPLES if spec.rate is None else max(MIN_PILOT_TUPLES, int(spec.rate * seconds))
     n = min(stream.messages, want)
     ts, values = getattr(stream, "ts", None), getattr(stream, "values", None)
     return StreamArrays(stream.key_hash[:n], None if ts is None else ts[:n], None if values is None else values[:n],
@@ -136,18 +140,19 @@ def pilot_stream(spec: TopologySpec, stream: Any) -> Any:
 
 def choose_time_scale(spec: TopologySpec, stream: Any, run: Any, say: Any = None) -> tuple[float, dict]:
     """`--time-scale auto`: the smallest K, from 1 up, at which a short pilot of the same run (its first
-    PILOT_S emulated seconds, no chaos) is bounded by neither the engine nor the host; each try that is jumps to
-    at least the K its verdict suggests. `run(spec, stream)` runs one pilot; `say(line)` reports each.
-    Returns K and the record of the choice (every pilot's K, verdict and delivered share, and why)."""
+    PILOT_S emulated seconds, at most PILOT_WALL_S wall seconds, no chaos) is bounded by neither the engine nor the
+    host; each try that is jumps to at least the K its verdict suggests. `run(spec, stream)` runs one pilot;
+    `say(line)` reports each. Returns K and the record of the choice (every pilot's K, verdict, delivered share
+    and tuples, and why)."""
     from topo.headroom import EMULATOR
 
-    sample = pilot_stream(spec, stream)
     duration = None if spec.duration is None else min(spec.duration, PILOT_S)
     k, pilots = 1.0, []
     while True:
+        sample = pilot_stream(spec, stream, k)
         room = run(spec.with_(time_scale=k, chaos=(), duration=duration), sample).summary["headroom"]
         pilots.append({"time_scale": k, "bottleneck": room["bottleneck"], "delivered_share": room["delivered_share"],
-                       "note": room["note"]})
+                       "tuples": sample.messages, "note": room["note"]})
         if say is not None:
             say(f"time scale {k:g}: {room['bottleneck']} ({room['note']})")
         if room["bottleneck"] not in EMULATOR:
