@@ -72,6 +72,13 @@ class Aggregator(Mortal):
             self.checkpoint()
         return accepted, self._tell(flush.worker)
 
+    def flush_many(self, flushes: list[Flush]) -> list[tuple[bool, np.ndarray]]:
+        """`flush` for the deltas of several workers of one process, in one call."""
+        accepted = [self._merge(flush) for flush in flushes]
+        if not self.every_s or time.time() - self._last >= self.every_s:
+            self.checkpoint()
+        return [(a, self._tell(flush.worker)) for a, flush in zip(accepted, flushes, strict=True)]
+
     def _merge(self, flush: Flush) -> bool:
         if flush.incarnation != self._live[flush.worker]:
             self.stats["stale"] += 1

@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import time
 from collections import defaultdict
 from functools import partial
 from typing import Any
 
+import ray
+
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal
-from topo.ray_engine.worker import FROM_REGISTRY, Worker
+from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker, wait_ref
 from topo.spec import TopologySpec
 
 
@@ -46,13 +49,38 @@ class WorkerHost(Mortal):
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
-        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation) for w in indices}
+        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, flusher=False)
+                        for w in indices}
+        self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
+        threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
         self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
         self.loop: asyncio.AbstractEventLoop | None = None  # the actor's event loop, known from the first frame on
         self._boxes = threading.Lock()  # the outboxes, filled by the workers' server threads
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._ready: dict[int, asyncio.Event] = {}
         self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
+
+    def _flush_forever(self) -> None:
+        """Every period, flush every hosted worker's delta in one call to the aggregator (one timer and one Ray call
+        per process, not per worker)."""
+        workers = [self.workers[w] for w in sorted(self.workers)]  # locks in index order: a flush_now takes one
+        while True:
+            time.sleep(self.flush_every_s)
+            for worker in workers:
+                worker.begin_flush()
+            try:
+                flushes = [(worker, flush) for worker in workers if (flush := worker.delta()) is not None]
+                answers = None
+                try:
+                    if flushes:
+                        answers = wait_ref(workers[0].aggregator.flush_many.remote([f for _, f in flushes]))
+                except ray.exceptions.RayError:
+                    pass  # lost with the call: the batches stay uncommitted and their sources replay them
+                for i, (worker, flush) in enumerate(flushes):
+                    worker.flushed(flush, None if answers is None else answers[i])
+            finally:
+                for worker in workers:
+                    worker.end_flush()
 
     async def process(self, frame: list[tuple], sent: float) -> None:
         """Queue a frame of buffers, (worker, source, batch id, tuples, values) each, sent at `sent`; each buffer's

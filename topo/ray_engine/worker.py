@@ -4,9 +4,9 @@ running the operator at the emulated capacity, acks that piggyback the worker's 
 
 The host's event loop only accepts batches (so the queue keeps filling while a batch is served); the server
 thread takes them in order, serves them with the `ServiceEmulator`, updates the operator state and logs every
-tuple, and answers the batch with an `Ack` for its source alone. A flusher thread ships the state delta, the
-batches it covers and their tuple log to the aggregator every period; an ack lists the batches of its source
-merged since the previous ack, so the source can forget them.
+tuple, and answers the batch with an `Ack` for its source alone. Every period the process's flusher ships each
+worker's state delta, the batches it covers and their tuple log to the aggregator, all workers of the process in
+one call; an ack lists the batches of its source merged since the previous ack, so the source can forget them.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Job:
     done: Callable[[Ack | None], None]  # takes the batch's ack once served (None: dropped)
 
 
-def _wait(ref: ray.ObjectRef) -> Any:
+def wait_ref(ref: ray.ObjectRef) -> Any:
     """The value of `ref`, blocking this thread only (never the actor's event loop, which stays free)."""
     return ref.future().result()
 
@@ -67,7 +67,7 @@ class Worker(Mortal):
     """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
-                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY, flusher: bool = True) -> None:
         self.index = index
         self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
@@ -111,7 +111,8 @@ class Worker(Mortal):
         self.dropped = {"batches": 0, "tuples": 0, "duplicates": 0}
         self._registered = threading.Event()
         threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
-        threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
+        if flusher:  # a process that hosts several workers flushes them all at once instead
+            threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
 
     # --- the data path
 
@@ -146,7 +147,7 @@ class Worker(Mortal):
         """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes. Learn the
         sources' fences too: a batch of a source incarnation that died is not served by this one either."""
         incarnation, fences = until_back(
-            lambda: _wait(self.aggregator.register.remote(self.index, os.getpid(), self.node)), None, 120.0)
+            lambda: wait_ref(self.aggregator.register.remote(self.index, os.getpid(), self.node)), None, 120.0)
         with self._lock:
             self.incarnation = incarnation
             self._fences = [max(a, b) for a, b in zip(self._fences, fences, strict=True)]
@@ -240,29 +241,51 @@ class Worker(Mortal):
     def _flush(self) -> bool:
         """Ship the state delta with the batches it covers and their tuple log; True if the aggregator took it."""
         with self._flushing:
-            with self._lock:
-                if not self._covered:
-                    return True
-                state, covered, log = self._state, self._covered, self._log
-                self._state, self._covered, self._log = self.op.empty(), [], []
-            keys = self.op.distinct_keys(state)
-            if keys > self.state_peak["keys"]:
-                self.state_peak = {"keys": keys, "bytes": self.op.state_size_bytes(state)}
-            pairs = np.asarray(covered, np.int64).reshape(-1, 2)
-            flush = Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state,
-                          concat_logs(log))
+            flush = self.delta()
+            if flush is None:
+                return True
+            answer = None
             try:
-                accepted, durable = _wait(self.aggregator.flush.remote(flush))
+                answer = wait_ref(self.aggregator.flush.remote(flush))
             finally:
-                self._forget(pairs)
-            with self._lock:
-                self.flushes["sent"] += 1
-                # committed = durable in a checkpoint (maybe this flush's, maybe earlier ones'): sources may forget
-                for source, batch_id in durable.tolist():
-                    self._committed[source].append(batch_id)
-                if not accepted:
-                    self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
-            return bool(accepted)
+                self.flushed(flush, answer)
+            return bool(answer[0])
+
+    def begin_flush(self) -> None:
+        """Hold this worker's flushes (one at a time, each naming a registered incarnation) for `delta`."""
+        self._registered.wait()
+        self._flushing.acquire()
+
+    def end_flush(self) -> None:
+        self._flushing.release()
+
+    def delta(self) -> Flush | None:
+        """The state delta since the last flush, with the batches it covers and their log (None: nothing new). The
+        caller holds `_flushing` and hands the aggregator's answer to `flushed`."""
+        with self._lock:
+            if not self._covered:
+                return None
+            state, covered, log = self._state, self._covered, self._log
+            self._state, self._covered, self._log = self.op.empty(), [], []
+        keys = self.op.distinct_keys(state)
+        if keys > self.state_peak["keys"]:
+            self.state_peak = {"keys": keys, "bytes": self.op.state_size_bytes(state)}
+        pairs = np.asarray(covered, np.int64).reshape(-1, 2)
+        return Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state, concat_logs(log))
+
+    def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
+        """The aggregator's answer to `flush`, (accepted, pairs now durable), or None if the call failed."""
+        self._forget(np.stack([flush.sources.astype(np.int64), flush.batch_ids], axis=1))
+        if answer is None:
+            return  # the delta is lost with the call: its batches stay uncommitted and their sources replay them
+        accepted, durable = answer
+        with self._lock:
+            self.flushes["sent"] += 1
+            # committed = durable in a checkpoint (maybe this flush's, maybe earlier ones'): sources may forget
+            for source, batch_id in durable.tolist():
+                self._committed[source].append(batch_id)
+            if not accepted:
+                self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
 
     def _forget(self, pairs: np.ndarray) -> None:
         """These batches left with a flush: from now on the aggregator, not this worker, knows whether they are
