@@ -128,11 +128,16 @@ def pilot_stream(spec: TopologySpec, stream: Any, k: float = 1.0) -> Any:
     """The first emulated seconds of `stream` a pilot at time scale `k` runs: PILOT_S of them at the spec's rate,
     fewer at a large `k` (at most PILOT_WALL_S of wall time), never fewer than MIN_PILOT_TUPLES tuples; a saturating
     run takes PILOT_TUPLES."""
-    from topo.streams import StreamArrays
-
     seconds = min(PILOT_S, PILOT_WALL_S / k)
     want = PILOT_TUPLES if spec.rate is None else max(MIN_PILOT_TUPLES, int(spec.rate * seconds))
-    n = min(stream.messages, want)
+    return prefix(stream, want)
+
+
+def prefix(stream: Any, n: int) -> Any:
+    """The first `n` messages of `stream` (all of it if it has fewer)."""
+    from topo.streams import StreamArrays
+
+    n = min(stream.messages, n)
     ts, values = getattr(stream, "ts", None), getattr(stream, "values", None)
     return StreamArrays(stream.key_hash[:n], None if ts is None else ts[:n], None if values is None else values[:n],
                         dict(getattr(stream, "meta", {}) or {}))
