@@ -48,6 +48,12 @@ VW = _prom("topo_virtual_workers")
 SIGNALS = _prom("topo_signals")
 MIGRATIONS = _prom("topo_migrations")
 MIGRATED_KEYS = _prom("topo_migrated_keys")
+TIME_SCALE = _prom("topo_time_scale")
+
+
+def per_emulated_s(expr: str) -> str:
+    """A per-run rate (per wall second) as a rate per emulated second: times the run's time scale K."""
+    return f"{expr} * on (run, grouping) group_left max by (run, grouping) ({TIME_SCALE}{{{RUN}}})"
 IMBALANCE = _prom("topo_imbalance")
 
 
@@ -99,10 +105,11 @@ LATENCY = DashboardSpec("topo-latency", "Topology latency", (
 
 OVERVIEW = DashboardSpec("topo-overview", "Topology overview", (
     PanelSpec("throughput", "Throughput", "timeseries", "ops",
-              "tuples per second served by all workers (solid) and emitted by all sources, per run",
-              (Query(f"sum by (run, grouping) (rate({PROCESSED}{{{RUN}}}[{RATE}]))",
+              "tuples per emulated second served by all workers (solid) and emitted by all sources, per run",
+              (Query(per_emulated_s(f"sum by (run, grouping) (rate({PROCESSED}{{{RUN}}}[{RATE}]))"),
                      "{{run}} {{grouping}} processed"),
-               Query(f"sum by (run, grouping) (rate({EMITTED}{{{RUN}}}[{RATE}]))", "{{run}} {{grouping}} emitted"))),
+               Query(per_emulated_s(f"sum by (run, grouping) (rate({EMITTED}{{{RUN}}}[{RATE}]))"),
+                     "{{run}} {{grouping}} emitted"))),
     PanelSpec("queue_per_worker", "Queue length per worker", "timeseries", "short",
               "tuples waiting in each worker's input queue",
               (Query(f"max by (run, grouping, worker) ({QUEUE}{{{RUN}}})", "{{run}} {{grouping}} w{{worker}}"),)),

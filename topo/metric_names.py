@@ -2,7 +2,9 @@
 
 One table, so the exporter and the dashboard generator cannot drift apart. Ray prefixes every application metric
 with `ray_`; a Counter is exported with the suffix `_total`; a Histogram as `_bucket`, `_sum` and `_count`.
-Every series carries `run` and `grouping`, plus `worker` or `source` where it applies.
+Every series carries `run`, `grouping` and `time_scale` (the run's K), plus `worker` or `source` where it applies.
+Under time dilation the latency histogram holds emulated milliseconds, and the dashboards multiply every rate (per
+wall second) by `topo_time_scale` to show it per emulated second.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
-RUN_LABELS = ("run", "grouping")
+RUN_LABELS = ("run", "grouping", "time_scale")
 # latency histogram bounds, milliseconds: 0.1 ms to 10 s, about four buckets per decade
 LATENCY_BUCKETS_MS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
@@ -49,5 +51,6 @@ METRICS = {
         MetricName("topo_migrations", COUNTER, (), "repartitions that moved state"),
         MetricName("topo_migrated_keys", COUNTER, (), "keys whose state moved"),
         MetricName("topo_imbalance", GAUGE, (), "current load imbalance over active workers (max/mean - 1)"),
+        MetricName("topo_time_scale", GAUGE, (), "time dilation K: the run's clock is K times slower"),
     )
 }

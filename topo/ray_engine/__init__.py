@@ -2,15 +2,18 @@
 
     result = run_ray(spec, stream)                      # a local Ray, or join one with address="auto"
 
-Sources (one per `spec.sources`, each with its own grouping) route micro-batches to worker actors; each worker
-serves its FIFO queue at its emulated capacity, runs the operator, acks every batch to its sender with its load
-and delegation signal piggybacked, and flushes partial state to the aggregator periodically. Strategies with a
-shared partitioning function add a controller actor. Batches are replayed from the sources until the aggregator
-has merged them, so a worker killed mid-run loses nothing and nothing is counted twice.
+Sources (one per `spec.sources`, each with its own grouping) route micro-batches to workers; sources and workers
+live together in a few processes (Storm's model, `host.Process`). Each worker serves its FIFO queue at its emulated
+capacity, runs the operator, acks every batch to its sender with its load and delegation signal piggybacked, and
+its process flushes partial state to the aggregator periodically. Strategies with a shared partitioning function
+add a controller actor. Batches are replayed from the sources until the aggregator has merged them, so a process
+killed mid-run loses nothing and nothing is counted twice. `--time-scale K` runs it all K times slower than the
+wall clock (`dilation`).
 
-Modules: `driver` (run_ray), `source`, `worker`, `aggregator`, `controller` (one actor each), `protocol` (the
-messages), `outputs` (summary and logs). Importing this package stays light: an actor process imports only the
-module of its own class.
+Modules: `driver` (run_ray), `host` (the processes), `source` and `links` (a source and its links to the worker
+processes), `worker`, `aggregator`, `controller`, `protocol` (the messages), `dilation` (time dilation),
+`outputs` (summary and logs). Importing this package stays light: an actor process imports only the modules of
+its own class.
 """
 
 from __future__ import annotations

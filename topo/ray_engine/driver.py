@@ -297,7 +297,7 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
     run = None
     metrics = None
     if metrics_port is not None:
-        metrics = MetricsContext(run=str(run_id or uuid.uuid4().hex[:12]), grouping=spec.grouping)
+        metrics = MetricsContext(run=str(run_id or uuid.uuid4().hex[:12]), grouping=spec.grouping, time_scale=k)
     try:
         try:
             check_placement(placement)

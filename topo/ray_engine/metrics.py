@@ -35,6 +35,7 @@ class MetricsContext:
 
     run: str
     grouping: str
+    time_scale: float = 1.0  # the run's K: latencies are observed in emulated time
 
 
 def port_free(port: int) -> bool:
@@ -63,7 +64,8 @@ def _metric(name: str, ctx: MetricsContext, **tags: str):
         obj = rm.Gauge(m.name, description=m.help, tag_keys=m.tag_keys)
     else:
         obj = rm.Histogram(m.name, description=m.help, boundaries=list(LATENCY_BUCKETS_MS), tag_keys=m.tag_keys)
-    obj.set_default_tags({"run": ctx.run, "grouping": ctx.grouping, **{k: str(v) for k, v in tags.items()}})
+    obj.set_default_tags({"run": ctx.run, "grouping": ctx.grouping, "time_scale": f"{ctx.time_scale:g}",
+                          **{k: str(v) for k, v in tags.items()}})
     return obj
 
 
@@ -85,6 +87,7 @@ class WorkerMetrics:
         self.signals = {kind: _counter("topo_signals", ctx, worker=worker, kind=kind)
                         for kind in ("increase", "decrease")}
         self._skip = 0  # tuples to skip before the next latency sample
+        self._ms = 1e3 / ctx.time_scale  # wall seconds -> emulated milliseconds
 
     def served(self, arrival: np.ndarray, finish: np.ndarray) -> None:
         """A batch was served: count it and observe the latencies of its sampled tuples."""
@@ -94,7 +97,7 @@ class WorkerMetrics:
         self.processed.inc(n)
         pick = slice(self._skip, n, LATENCY_SAMPLE_EVERY)
         self._skip = (self._skip - n) % LATENCY_SAMPLE_EVERY
-        for value in ((np.asarray(finish[pick]) - np.asarray(arrival[pick])) * 1e3).tolist():
+        for value in ((np.asarray(finish[pick]) - np.asarray(arrival[pick])) * self._ms).tolist():
             self.latency.observe(value)
 
     def load(self, queue_len: float, utilization: float, verdict: int) -> None:
@@ -162,6 +165,7 @@ class DriverMetrics:
 
     def __init__(self, ctx: MetricsContext) -> None:
         self.imbalance = _metric("topo_imbalance", ctx)
+        _metric("topo_time_scale", ctx).set(ctx.time_scale)
         self.control = ControlMetrics(ctx)
         self._history: list[tuple[float, np.ndarray]] = []
 
