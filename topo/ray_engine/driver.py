@@ -58,7 +58,7 @@ def default_processes(workers: int) -> int:
     return 1
 
 
-def storm_processes(spec: TopologySpec, placement) -> int | None:
+def storm_processes(spec: TopologySpec, placement, cores: float) -> int | None:
     """How many processes host sources and workers together (Storm's model), or None for the separate layout
     (each source an actor of its own, workers in `--worker-processes`), which `--worker-processes` and
     `--placement` ask for. By default half the cores Ray offers, at least one: the other half is left to Ray's own
@@ -68,7 +68,7 @@ def storm_processes(spec: TopologySpec, placement) -> int | None:
         return spec.processes
     if spec.worker_processes is not None or placement is not None:
         return None
-    return max(1, int(ray.cluster_resources().get("CPU", 1.0)) // 2)
+    return max(1, int(cores) // 2)
 
 
 def parse_chaos(chaos, spec: TopologySpec, controller: bool) -> list[tuple[str, int | None, float]]:
@@ -120,7 +120,8 @@ class Run:
     def __init__(self, spec: TopologySpec, stream, work: str, placement, metrics: MetricsContext | None = None) -> None:
         self.spec = spec
         n, s = spec.max_workers, spec.sources
-        self.core_share, self.core_share_from = core_share(spec, float(ray.cluster_resources().get("CPU", 1.0)))
+        cores = float(ray.cluster_resources().get("CPU", 1.0))  # what Ray offers: sizes core shares and processes
+        self.core_share, self.core_share_from = core_share(spec, cores)
         self.actors: list = []
         self.active = spec.workers  # workers [0, active) are the topology now
         self.capped: set[int] = set()  # worker pids under a cgroup quota
@@ -141,7 +142,7 @@ class Run:
         self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
                                 None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
         self.control = None
-        self.processes = storm_processes(spec, placement)
+        self.processes = storm_processes(spec, placement, cores)
         if self.processes is not None:
             self._storm_processes(spec, self.processes, work, metrics, delegation, aggregator)
         else:

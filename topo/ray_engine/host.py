@@ -49,8 +49,8 @@ class WorkerHost(Mortal):
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
-        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, flusher=False)
-                        for w in indices}
+        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation) for w in indices}
+        # one flusher for every hosted worker (a worker has no timer of its own)
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
         threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
         self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one

@@ -67,7 +67,7 @@ class Worker(Mortal):
     """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
-                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY, flusher: bool = True) -> None:
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
         self.index = index
         self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
@@ -80,7 +80,6 @@ class Worker(Mortal):
         capacity = queue_capacity(spec.sources, spec.max_pending, spec.batch_size)
         self.meter = AckMeter(index, self.emulator.service_s, capacity, self.delegation, now=time.time(),
                               window_s=DEFAULT_WINDOW_S * spec.time_scale)  # the spec's windows are stretched
-        self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
         self.active = spec.workers  # a worker at or above this index left the topology: it asks for nothing
         self.delay_s = spec.net_delay_ms / 1e3  # the host's emulated one-way network delay (not the engine's time)
         self._lock = threading.Lock()  # queue, counters, meter, state delta and commit lists
@@ -111,8 +110,6 @@ class Worker(Mortal):
         self.dropped = {"batches": 0, "tuples": 0, "duplicates": 0}
         self._registered = threading.Event()
         threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
-        if flusher:  # a process that hosts several workers flushes them all at once instead
-            threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
 
     # --- the data path
 
@@ -229,14 +226,6 @@ class Worker(Mortal):
                    committed)
 
     # --- flushes to the aggregator
-
-    def _flush_forever(self) -> None:
-        while True:
-            time.sleep(self.flush_every_s)
-            try:
-                self._flush()
-            except ray.exceptions.RayError:
-                pass  # the delta is lost with the flush: its batches stay uncommitted and their sources replay them
 
     def _flush(self) -> bool:
         """Ship the state delta with the batches it covers and their tuple log; True if the aggregator took it."""
