@@ -35,6 +35,7 @@ def headroom(
     worker_busy: Sequence[float],
     sources: Sequence[dict],
     transit_p99_ms: float | None = None,
+    ack_late_p99_ms: float | None = None,
     latency_p99_ms: float | None = None,
     served_share: Sequence[float | None] = (),
     work: str | None = None,
@@ -44,6 +45,8 @@ def headroom(
 
     sources: each source node's `stats` (blocked_fraction, input lag), plus `busy_fraction` of its loop on Ray;
     transit_p99_ms: on Ray, the p99 of buffers' time from send to queue beyond the emulated network delay;
+    ack_late_p99_ms: on Ray in sleep mode, the p99 of how long after its batch's deadline an ack left (the worker
+    served on time in the model; the emulator got to it late, and credits and feedback came back that much later);
     served_share: on Ray, each worker's measured capacity over its configured one (None where it served nothing);
     work: the Ray workers' work mode ("sleep" or "cpu"); time_scale: the run's --time-scale K.
     """
@@ -62,6 +65,7 @@ def headroom(
         "source_loop_busy_max": max(loop_busy) if loop_busy else None,
         "input_lag_max_ms": max((s["input_lag_max_ms"] for s in sources), default=0.0),
         "transit_p99_ms": transit_p99_ms,
+        "ack_late_p99_ms": ack_late_p99_ms,
         "served_share_min": None if slowest is None else slowest[1],
         "time_scale": time_scale,
     }
@@ -71,8 +75,9 @@ def headroom(
     # input always waiting, yet no worker saturated: credits came back only as fast as the engine moved acks
     ack_bound = rate is None and facts["source_blocked_max"] >= BLOCKED
     # the tuples' latency is mostly the engine moving buffers between processes, which the model does not have
-    transit_bound = (transit_p99_ms is not None and latency_p99_ms is not None and transit_p99_ms >= TRANSIT_MS
-                     and transit_p99_ms >= TRANSIT_SHARE * latency_p99_ms)
+    transit_bound = _delay_bound(transit_p99_ms, latency_p99_ms)
+    # ... or the workers' acks left long after their batches were done, which delays credits and feedback
+    late_bound = _delay_bound(ack_late_p99_ms, latency_p99_ms)
     # a cpu worker served below its capacity: its burns got less CPU than its share (in sleep mode a lightly loaded
     # worker's small batches each oversleep a little, which reads as a lower capacity without bounding anything)
     starved = engine != "sim" and work == "cpu" and slowest is not None and slowest[1] < SERVED
@@ -81,7 +86,8 @@ def headroom(
         w, share = slowest
         why = (f"the host, not the grouping, was the bottleneck: worker {w} served at {share:.0%} of its configured "
                f"capacity (its CPU burns got less than their share of a core); lower --core-share or the load")
-    elif engine != "sim" and not saturated and (short or loop_bound or ack_bound or transit_bound):
+    elif engine != "sim" and not saturated and (short or loop_bound or ack_bound or transit_bound
+                                                        or late_bound):
         verdict = ENGINE
         if short:
             what = f"it delivered {delivered:.0%} of the requested {rate:,.0f} tuples/s"
@@ -90,6 +96,9 @@ def headroom(
         elif transit_bound:
             what = (f"moving buffers between its processes took up to {transit_p99_ms:.0f} ms (p99), against a p99 "
                     f"latency of {latency_p99_ms:.0f} ms")
+        elif late_bound:
+            what = (f"its workers' acks left up to {ack_late_p99_ms:.0f} ms (p99) after their batches were served, "
+                    f"against a p99 latency of {latency_p99_ms:.0f} ms")
         else:
             what = f"its sources waited for credits {facts['source_blocked_max']:.0%} of the run"
         why = (f"the {engine} engine, not the grouping, was the bottleneck: {what} while the busiest worker was busy "
@@ -106,10 +115,17 @@ def headroom(
         lack = max([1.0 / delivered if short and delivered else 1.0,
                     max(loop_busy) / SOURCE_BUSY if loop_bound else 1.0,
                     transit_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if transit_bound else 1.0,
+                    ack_late_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if late_bound else 1.0,
                     SERVED / slowest[1] if starved and slowest[1] > 0 else 1.0])
         suggested = suggest_time_scale(time_scale, lack)
         why += f"; --time-scale {suggested:g} might give it headroom"
     return {**facts, "bottleneck": verdict, "note": why, "suggested_time_scale": suggested}
+
+
+def _delay_bound(p99_ms: float | None, latency_p99_ms: float | None) -> bool:
+    """True if an engine's own delay (p99, ms) matters: at least TRANSIT_MS and TRANSIT_SHARE of the run's p99."""
+    return (p99_ms is not None and latency_p99_ms is not None and p99_ms >= TRANSIT_MS
+            and p99_ms >= TRANSIT_SHARE * latency_p99_ms)
 
 
 def suggest_time_scale(time_scale: float, lack: float) -> float:
@@ -126,13 +142,14 @@ def served_shares(per_worker: Sequence[dict]) -> list[float | None]:
 
 
 def attach(summary: dict, engine: str, rate: float | None, sources: Sequence[dict],
-           transit_p99_ms: float | None = None, time_scale: float = 1.0) -> None:
+           transit_p99_ms: float | None = None, ack_late_p99_ms: float | None = None,
+           time_scale: float = 1.0) -> None:
     """Put the sources' stats and the run's headroom into its summary (`source_stats`, `headroom`)."""
     summary["source_stats"] = list(sources)
     summary["headroom"] = headroom(
         engine=engine, rate=rate, throughput=summary["throughput_tps"],
         worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
-        transit_p99_ms=transit_p99_ms, latency_p99_ms=summary["latency_ms"]["p99"],
+        transit_p99_ms=transit_p99_ms, ack_late_p99_ms=ack_late_p99_ms, latency_p99_ms=summary["latency_ms"]["p99"],
         served_share=served_shares(summary["per_worker"]), work=(summary.get("ray") or {}).get("work"),
         time_scale=time_scale,
     )

@@ -58,13 +58,13 @@ def run_result(
     extra: dict,
     source_stats: Callable[[float], list[dict]],
     batches: pa.Table,
-    amend: Callable[[dict], float | None] | None = None,
+    amend: Callable[[dict], dict] | None = None,
 ) -> RunResult:
     """The summary (the contract's keys), time series and per-tuple log of a finished run, for either engine.
 
     `keys` is (distinct keys per worker, distinct keys in all, exact); `source_stats(duration_s)` gives each
     source's node stats; `amend(summary)` adds the engine's own fields before the headroom is judged and returns
-    the engine's transit p99 in ms, if it measured one.
+    the engine's own delays it measured, as `headroom.attach` takes them (transit and ack lateness p99, ms).
     """
     lines = timelines(log, workers)
     start = float(log.arrival_s.min()) if len(log) else 0.0
@@ -84,7 +84,7 @@ def run_result(
         worker_timelines=lines,
     )
     summary["time_scale"] = spec.time_scale
-    transit_p99_ms = amend(summary) if amend is not None else None
-    attach(summary, engine, spec.rate, source_stats(summary["duration_s"]), transit_p99_ms, spec.time_scale)
+    delays = amend(summary) if amend is not None else {}
+    attach(summary, engine, spec.rate, source_stats(summary["duration_s"]), time_scale=spec.time_scale, **delays)
     series = timeseries(log, workers, spec.sample_interval_s, worker_timelines=lines)
     return RunResult(summary, series, log, extras={"batches": batches})

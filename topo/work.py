@@ -69,6 +69,14 @@ def core_share(spec, cores: float) -> tuple[float, str]:
                    f"1 / largest capacity {top:g})")
 
 
+def spread_ms(seconds: list[float]) -> dict:
+    """p50, p99 and max of durations in seconds, in milliseconds, and how many (zeros when there are none)."""
+    if not seconds:
+        return {"p50": 0.0, "p99": 0.0, "max": 0.0, "count": 0}
+    p50, p99 = np.percentile(seconds, [50, 99]) * 1e3
+    return {"p50": float(p50), "p99": float(p99), "max": float(max(seconds) * 1e3), "count": len(seconds)}
+
+
 def _positive(name: str, value: float) -> float:
     """`value` as a float if it is positive and finite, else a one-line ValueError naming it."""
     try:
@@ -80,7 +88,7 @@ def _positive(name: str, value: float) -> float:
     return number
 
 
-def _sleep_until(deadline: float) -> float:
+def sleep_until(deadline: float) -> float:
     """Sleep until the perf_counter clock reaches `deadline`; return the clock on waking."""
     now = time.perf_counter()
     while now < deadline:
@@ -124,6 +132,8 @@ class ServiceEmulator:
         self._burn_wall_s = 0.0
         self._lost_s = 0.0  # lateness beyond the slack: time the machine did not give this worker
         self._cpu_carry = 0.0  # CPU spent past the last target, taken from the next tuple's budget
+        self._open: tuple | None = None  # (start, last finish, thread CPU before, ideal) of the batch begun
+        self._late_s: list[float] = []  # ideal sleep mode: per batch, how long after its deadline `end` came
         self.set_capacity(capacity)
 
     @property
@@ -151,34 +161,72 @@ class ServiceEmulator:
 
         `ready`: when the batch was there to serve (time.time() seconds); time the worker spent past it on other
         things counts as its own lateness, and is caught up (up to `CATCHUP_S`)."""
+        finish, due = self.begin(n, ready)
+        sleep_until(due)
+        self.end()
+        return finish
+
+    def begin(self, n: int, ready: float | None = None) -> tuple[np.ndarray, float]:
+        """`serve` without its wait: (each tuple's finish time in time.time() seconds, the perf_counter deadline to
+        reach before calling `end`). Sleep mode only computes its deadlines here, so one thread can serve many
+        workers by waiting for the earliest of theirs; cpu mode burns here, and its deadline has passed."""
         try:
             count = operator.index(n)
         except TypeError:
             raise ValueError(f"n must be a whole number of tuples, got {n!r}") from None
         if count < 0:
             raise ValueError(f"n must be >= 0, got {count}")
+        self._open = None
         if count == 0:
-            return np.empty(0)
+            return np.empty(0), 0.0
         if self.cost_ms == 0:
             self._tuples += count
-            return np.full(count, time.time())
+            return np.full(count, time.time()), 0.0
         called = time.perf_counter()
-        cpu_before = time.thread_time()
-        start = self._start(called, None if ready is None else float(ready) - self._epoch)
+        cpu_before = time.thread_time() if self._burner is not None else None
+        ideal = self._burner is None and ready is not None
+        if ideal:
+            # sleep mode with a ready time: the ideal FIFO server. The batch starts once it was there and the one
+            # before was done, however late the emulator gets to it; that lateness delays the ack, not the service
+            start = max(self._deadline, float(ready) - self._epoch)
+        else:
+            start = self._start(called, None if ready is None else float(ready) - self._epoch)
         if self._burner is None:
-            finish = self._wait(count, start, called)
+            deadlines = start + self._service_s * np.arange(1, count + 1)
+            self._deadline = due = float(deadlines[-1])
+            # a tuple cannot finish before it was handed over (ideal: it was, when it was ready)
+            finish = deadlines if ideal else np.maximum(deadlines, called)
         else:
             # lateness credited at the start may be caught up during the batch, not only `SLACK_S` of it
             finish = self._burn(count, start, cpu_before, max(SLACK_S, called - start))
+            due = 0.0
         self._tuples += count
-        self._cpu_s += time.thread_time() - cpu_before
+        self._open = (start, float(finish[-1]), cpu_before, ideal)
+        return finish + self._epoch, due
+
+    def hold(self, seconds: float) -> float:
+        """Stop serving for `seconds` from now (or from the last deadline, if later): no batch starts before the
+        perf_counter time returned."""
+        self._deadline = max(self._deadline, time.perf_counter()) + seconds
+        self._busy_until = max(self._busy_until, self._deadline)  # a stopped server is not busy meanwhile
+        return self._deadline
+
+    def end(self) -> None:
+        """Account the batch `begin` started, once its deadline has passed."""
+        if self._open is None:
+            return
+        start, last, cpu_before, ideal = self._open
+        self._open = None
+        if cpu_before is not None:  # a sleeping worker spends no CPU of its own on the operator
+            self._cpu_s += time.thread_time() - cpu_before
         returned = time.perf_counter()
-        end = max(finish[-1], returned - SLACK_S)
+        if ideal:
+            self._late_s.append(max(returned - last, 0.0))  # the emulator's lateness, not the worker's time
+        end = last if ideal else max(last, returned - SLACK_S)
         # busy = the union of service intervals: a batch that catches up overlaps the previous one's tail
         self._busy_s += end - max(start, self._busy_until)
         self._busy_until = end
         self._returned = returned
-        return finish + self._epoch
 
     def _start(self, now: float, ready: float | None) -> float:
         """When the next tuple's service starts: right after the last deadline if the worker was only a bit late."""
@@ -190,14 +238,6 @@ class ServiceEmulator:
             late, limit = max(now - max(self._deadline, ready), 0.0), CATCHUP_S
         self._lost_s += max(late - limit, 0.0)  # lateness beyond what may be caught up is lost
         return max(self._deadline, now - min(late, limit))
-
-    def _wait(self, count: int, start: float, called: float) -> np.ndarray:
-        """Sleep mode: finish times are the running deadlines, reached by one sleep until the last of them."""
-        deadlines = start + self._service_s * np.arange(1, count + 1)
-        _sleep_until(deadlines[-1])
-        self._deadline = deadlines[-1]
-        # a tuple cannot finish before it was handed over, even while the worker catches up
-        return np.maximum(deadlines, called)
 
     def _burn(self, count: int, start: float, cpu_before: float, slack: float) -> np.ndarray:
         """Cpu mode: each tuple burns its CPU budget, then the worker sleeps to its deadline so the cap holds."""
@@ -219,7 +259,7 @@ class ServiceEmulator:
                 finish[i] = deadline
                 # short sleeps cost about as much CPU as they save, so tiny tuples sleep a few at a time
                 if i == last or deadline - now > MIN_SLEEP_S:
-                    now = _sleep_until(deadline)
+                    now = sleep_until(deadline)
             else:
                 finish[i] = now
             if now - slack > deadline and i < last:
@@ -258,4 +298,6 @@ class ServiceEmulator:
             "cpu_per_tuple_ms": 1000.0 * self._cpu_s / self._tuples if self._tuples else 0.0,
             # CPU got / wall time while burning: 1.0 on an idle machine, lower when the machine is oversubscribed
             "cpu_availability": self._burn_cpu_s / self._burn_wall_s if self._burn_wall_s > 0 else 1.0,
+            # ideal sleep mode: how late after its deadline each batch was done (its ack left), in ms
+            "late_ms": spread_ms(self._late_s),
         }

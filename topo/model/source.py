@@ -170,6 +170,12 @@ class SourceNode:
         self._send_due(now, out)  # then those lingered out, or all of them once the input has ended
         return out
 
+    def waits_for_acks(self) -> bool:
+        """True if an ack could let something out before the next wake-up: the source is blocked, a buffer waits
+        for its channel's credit, or the input has ended and the last buffers are out. Otherwise an ack only brings
+        feedback, which the next routing takes."""
+        return bool(self.blocked or self.exhausted or ((self._held > 0) & (self.in_flight >= self.credits)).any())
+
     def next_wakeup(self, now: float) -> float | None:
         """When `step` next has something to do without an ack arriving first (None: only an ack can help)."""
         times = []
@@ -259,15 +265,16 @@ class SourceNode:
         self.routed = stop
         self.pending += take
         self.max_pending_tuples = max(self.max_pending_tuples, self.pending)
-        order = np.argsort(chosen, kind="stable")
+        order = np.argsort(chosen, kind="stable") + begin  # the input positions, grouped by worker
         counts = np.bincount(chosen, minlength=self.pool)
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        for w in np.flatnonzero(counts).tolist():
-            part = begin + order[bounds[w] : bounds[w + 1]]
-            if not self._held[w]:
-                self._oldest[w] = self.arrival[part[0]]
-            self._parts[w].append(part)
-            self._held[w] += len(part)
+        ends = np.cumsum(counts)
+        hit = np.flatnonzero(counts)
+        fresh = hit[self._held[hit] == 0]  # buffers this routing opens: their oldest tuple is its first
+        self._oldest[fresh] = self.arrival[order[ends[fresh] - counts[fresh]]]
+        self._held += counts
+        parts = self._parts
+        for w, end, size in zip(hit.tolist(), ends[hit].tolist(), counts[hit].tolist(), strict=True):
+            parts[w].append(order[end - size : end])
 
     def _due(self, w: int, now: float) -> bool:
         return self._due_at(w, self._last_tick(now), False)

@@ -108,7 +108,8 @@ def _source(report: dict, k: float) -> dict:
 def _worker(report: dict, k: float) -> dict:
     return {**report, "transit_ms": _scaled(report["transit_ms"], k, "p50", "p99", "max"),
             "paused_s": report["paused_s"] / k,
-            "emulator": _scaled(report["emulator"], k, "busy_s", "lost_s", "cost_ms")}
+            "emulator": {**_scaled(report["emulator"], k, "busy_s", "lost_s", "cost_ms"),
+                         "late_ms": _scaled(report["emulator"]["late_ms"], k, "p50", "p99", "max")}}
 
 
 def _control(report: dict, k: float) -> dict:

@@ -15,6 +15,8 @@ incarnation with the aggregator), and their sources replay what was not committe
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import gc
 import inspect
 import threading
 import time
@@ -26,6 +28,8 @@ import ray
 
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal
+from topo.ray_engine.protocol import Frame
+from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker, wait_ref
 from topo.spec import TopologySpec
 
@@ -44,12 +48,32 @@ def host_groups(workers: int, processes: int, placement: tuple[str, ...] | None 
     return groups
 
 
+# young-generation collections every this many allocations: a process moves thousands of small objects per second
+# (buffers, acks, jobs), and at the default 700 a full collection of its long-lived objects came often enough to
+# stall every thread of the process for tens of milliseconds (p99 latency at 8 x 24: 222 ms, 121-127 ms with this)
+GC_THRESHOLD = (50_000, 50, 100)
+
+
+def quiet_gc() -> None:
+    """Keep the garbage collector off the hot path: what exists after set-up (inputs, operators, compiled code)
+    is frozen out of every collection, and young collections come less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 class WorkerHost(Mortal):
     """One worker process: several workers of the topology, each with its own queue, server, state and flushes."""
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
-        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation) for w in indices}
+        # sleep mode: one scheduler thread serves every hosted worker; cpu mode: a thread per worker burns
+        self.scheduler = scheduler = Scheduler() if work == "sleep" else None
+        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, scheduler)
+                        for w in indices}
+        if scheduler is not None:
+            scheduler.start(self.workers)
+        quiet_gc()
         # one flusher for every hosted worker (a worker has no timer of its own)
         self.flush_every_s = spec.aggregate_every_s or DEFAULT_FLUSH_S
         threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
@@ -57,7 +81,7 @@ class WorkerHost(Mortal):
         self.loop: asyncio.AbstractEventLoop | None = None  # the actor's event loop, known from the first frame on
         self._boxes = threading.Lock()  # the outboxes, filled by the workers' server threads
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
-        self._ready: dict[int, asyncio.Event] = {}
+        self._waiters: dict[int, concurrent.futures.Future] = {}  # source -> its poll waiting for an ack
         self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
 
     def _flush_forever(self) -> None:
@@ -82,20 +106,26 @@ class WorkerHost(Mortal):
                 for worker in workers:
                     worker.end_flush()
 
-    async def process(self, frame: list[tuple], sent: float) -> None:
-        """Queue a frame of buffers, (worker, source, batch id, tuples, values) each, sent at `sent`; each buffer's
-        ack goes to its source's outbox once its worker has served it."""
+    async def process(self, frame: Frame, sent: float) -> None:
+        """Queue a frame of one source's buffers, sent at `sent`; each buffer's ack goes to the source's outbox once
+        its worker has served it."""
+        self.loop = asyncio.get_running_loop()
         self.accept(frame, sent)
 
-    def accept(self, frame: list[tuple], sent: float) -> None:
-        """`process`, called on the event loop (a source of this process hands its frames over directly)."""
-        self.loop = loop = asyncio.get_running_loop()
-        for w, source, batch_id, tuples, values in frame:
-            args = (source, batch_id, tuples, values, sent, partial(self._served, source))
-            if self.delay_s:
-                loop.call_later(self.delay_s, self.workers[w].enqueue, *args)  # on the wire for one delay
-            else:
-                self.workers[w].enqueue(*args)
+    def accept(self, frame: Frame, sent: float) -> None:
+        """`process`, from any thread (a source of this process hands its frames over directly): to the scheduler,
+        which queues the buffers itself, or to each worker's queue."""
+        done = partial(self._served, frame.source)
+        if self.delay_s:  # on the wire for one delay first
+            self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._queue, frame, sent, done)
+        elif self.scheduler is not None:
+            self.scheduler.deliver(frame, sent, done)
+        else:
+            self._queue(frame, sent, done)
+
+    def _queue(self, frame: Frame, sent: float, done: Any) -> None:
+        for w, batch_id, tuples, values in frame.buffers():
+            self.workers[w].enqueue(frame.source, batch_id, tuples, values, sent, done)
 
     def _served(self, source: int, ack: Any) -> None:
         """A worker answered a buffer of `source` (from its server thread, or at once for a duplicate)."""
@@ -107,39 +137,45 @@ class WorkerHost(Mortal):
             self._post(source, ack)
 
     def _post(self, source: int, ack: Any) -> None:
-        """Put an ack in its source's outbox; wake the source's poll only when the outbox was empty (the poll takes
-        everything there at once)."""
+        """Put an ack in its source's outbox, and hand the whole outbox to the source's poll if one waits."""
         with self._boxes:
-            box = self._outbox[source]
-            box.append(ack)
-            first = len(box) == 1
-        if first:
-            self.loop.call_soon_threadsafe(self._event(source).set)
+            self._outbox[source].append(ack)
+            waiter = self._waiters.pop(source, None)
+            if waiter is not None:
+                out, self._outbox[source] = self._outbox[source], []
+        if waiter is not None:
+            waiter.set_result(out)  # outside the lock: the waiter's callbacks may run here
 
-    def _event(self, source: int) -> asyncio.Event:
-        if source not in self._ready:
-            self._ready[source] = asyncio.Event()
-        return self._ready[source]
+    def poll(self, source: int, epoch: int = 0) -> concurrent.futures.Future:
+        """A future of every ack for `source` not taken yet, done once there is at least one (from any thread: a
+        source of this process waits on it directly). A poll of an earlier incarnation of the source (its caller
+        died, the call lives on) answers nothing once a newer one asks, so it never takes its successor's acks."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        stale = None
+        with self._boxes:
+            if epoch > self._epochs[source]:
+                self._epochs[source] = epoch
+                stale = self._waiters.pop(source, None)  # a dead incarnation's poll: let it go
+            if epoch < self._epochs[source]:
+                out: list | None = []
+            elif self._outbox[source]:
+                out, self._outbox[source] = self._outbox[source], []
+            else:
+                out, self._waiters[source] = None, future
+        if stale is not None:
+            stale.set_result([])
+        if out is not None:
+            future.set_result(out)
+        return future
 
     async def acks(self, source: int, epoch: int = 0) -> list:
-        """Every ack for `source` not taken yet; waits until there is at least one. A poll of an earlier incarnation
-        of the source (its caller died, the call lives on) answers nothing once a newer one asks, so it can never
-        take the acks of its successor."""
-        event = self._event(source)
-        if epoch > self._epochs[source]:
-            self._epochs[source] = epoch
-            event.set()  # wake a dead incarnation's poll, to let it go
-        while epoch >= self._epochs[source]:
-            with self._boxes:
-                if self._outbox[source]:
-                    out, self._outbox[source] = self._outbox[source], []
-                    return out
-                event.clear()  # under the lock: an ack posted after this schedules a new set
-            await event.wait()
-        return []
+        """`poll`, for a source in another process (a long-poll Ray call)."""
+        self.loop = asyncio.get_running_loop()
+        return await asyncio.wrap_future(self.poll(source, epoch))
 
     async def call(self, worker: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted worker (awaiting it if it is a coroutine)."""
+        self.loop = asyncio.get_running_loop()
         result = getattr(self.workers[worker], method)(*args)
         if inspect.isawaitable(result):
             result = await result
@@ -170,6 +206,7 @@ class Process(WorkerHost):
         # a source's run, and up to three calls to it at once (statistics, install, progress), as a lone source
         # actor allowed
         self._pool = ThreadPoolExecutor(max_workers=4 * max(1, len(self.sources)), thread_name_prefix="source")
+        quiet_gc()  # the sources' inputs too
 
     async def call_source(self, source: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted source on the process's thread pool (its run lasts the whole run)."""

@@ -2,24 +2,28 @@
 
 Buffers go out as one frame per worker process and step; acks come back through one long poll per process that
 answers with every ack of this source's buffers served so far. Both ends are Ray calls between processes. In
-Storm's process model a source and some workers share a process: then the frame is handed to that process's
-event loop and the long poll is a coroutine on it, with no Ray call and no serialization, and everything else
-(credits, acks, replay) stays the same. Every poll is a `concurrent.futures.Future` (`ObjectRef.future()` for a
-Ray call), so one wait covers in-process and remote processes alike.
+Storm's process model a source and some workers share a process: then the frame is handed to that process
+directly (to its scheduler) and the long poll is a future that its workers complete, with no Ray call, no
+serialization and no event loop in between, and everything else (credits, acks, replay) stays the same. Every
+poll is a `concurrent.futures.Future` (`ObjectRef.future()` for a Ray call), so one wait covers in-process and
+remote processes alike.
 """
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import time
 
 from ray.exceptions import RayActorError
 
-from topo.ray_engine.protocol import pack
+from topo.ray_engine.protocol import pack_frame
 from topo.ray_engine.recovery import FAILED, PENDING
 
 FIRST = concurrent.futures.FIRST_COMPLETED
+
+
+def _landed(poll: concurrent.futures.Future) -> None:
+    poll.landed = time.time()  # the loop may take the answer later (at its next step)
 
 
 class Links:
@@ -34,10 +38,9 @@ class Links:
             frames.setdefault(self.workers[entry.worker].host_index, []).append(entry)
         now = time.time()
         for h, group in frames.items():
-            frame = [(e.worker, self.index, e.batch_id, pack(e.seq, e.keys, e.arrival), e.values) for e in group]
+            frame = pack_frame(self.index, group)
             if self.local is not None and self.local[1] == h:
-                process = self.local[0]
-                process.loop.call_soon_threadsafe(process.accept, frame, now)  # in-process: no Ray call
+                self.local[0].accept(frame, now)  # in-process: no Ray call
             else:
                 self._hosts[h].host.process.remote(frame, now)  # a failure shows on the long poll
             waiting = self._pending.setdefault(h, {})
@@ -51,11 +54,13 @@ class Links:
                 self._polls[h] = self._long_poll(h)
 
     def _long_poll(self, h: int) -> concurrent.futures.Future:
-        """Process h's next answer with this source's acks, as a future."""
+        """Process h's next answer with this source's acks, as a future that notes when it landed."""
         if self.local is not None and self.local[1] == h:
-            process = self.local[0]
-            return asyncio.run_coroutine_threadsafe(process.acks(self.index, self.epoch), process.loop)
-        return self._hosts[h].host.acks.remote(self.index, self.epoch).future()
+            poll = self.local[0].poll(self.index, self.epoch)  # in-process: a future the workers complete
+        else:
+            poll = self._hosts[h].host.acks.remote(self.index, self.epoch).future()
+        poll.add_done_callback(_landed)
+        return poll
 
     def _all_inflight(self) -> list:
         """The long polls of the processes that owe this source an ack."""
@@ -96,8 +101,9 @@ class Links:
                 self._suspects.add(entry.worker)
             waiting.clear()
             return
+        landed = getattr(poll, "landed", None) or time.time()
         for ack in acks:
             entry = waiting.pop((ack.worker, ack.batch_id), None)
             if entry is not None:
-                self._acked(entry, ack)
+                self._acked(entry, ack, landed)
         self._polls[h] = self._long_poll(h)

@@ -27,11 +27,40 @@ def epoch_of(batch_id):
     return batch_id >> EPOCH_SHIFT
 
 
-def pack(seq: np.ndarray, keys: np.ndarray, arrival: np.ndarray) -> np.ndarray:
-    """The buffer's columns as one packed record array (`WIRE`)."""
-    out = np.empty(len(seq), WIRE)
-    out["seq"], out["key"], out["arrival"] = seq, keys, arrival
-    return out
+# the head of each buffer in a frame: its worker, its batch id and where its tuples end in the frame's records
+HEAD = np.dtype([("worker", "<i4"), ("batch_id", "<i8"), ("end", "<i8")])
+
+
+class Frame(NamedTuple):
+    """Every buffer a source sends one worker process in one step, as two arrays: Ray pickles an array as one
+    out-of-band buffer, so one frame of 30 buffers costs about what one buffer did (measured 187 -> 83 us for 12)."""
+
+    source: int
+    heads: np.ndarray  # HEAD, one per buffer
+    tuples: np.ndarray  # WIRE, every buffer's tuples one after another
+    values: list | None  # each buffer's operator values; None when the operator takes none
+
+    def buffers(self):
+        """(worker, batch id, tuples, values) of each buffer, its tuples a view into the frame's records."""
+        start = 0
+        values = self.values
+        for i, (worker, batch_id, end) in enumerate(self.heads.tolist()):
+            yield worker, batch_id, self.tuples[start:end], None if values is None else values[i]
+            start = end
+
+
+def pack_frame(source: int, buffers: list) -> Frame:
+    """One frame of `buffers` (each with `worker`, `batch_id`, `seq`, `keys`, `arrival` and `values`)."""
+    heads = np.empty(len(buffers), HEAD)
+    heads["worker"] = [b.worker for b in buffers]
+    heads["batch_id"] = [b.batch_id for b in buffers]
+    heads["end"] = np.cumsum([len(b.seq) for b in buffers])
+    tuples = np.empty(int(heads["end"][-1]) if len(buffers) else 0, WIRE)
+    tuples["seq"] = np.concatenate([b.seq for b in buffers])
+    tuples["key"] = np.concatenate([b.keys for b in buffers])
+    tuples["arrival"] = np.concatenate([b.arrival for b in buffers])
+    values = None if all(b.values is None for b in buffers) else [b.values for b in buffers]
+    return Frame(source, heads, tuples, values)
 
 
 class Ack(NamedTuple):
@@ -46,7 +75,7 @@ class Ack(NamedTuple):
     utilization: float  # busy fraction over the last window
     service_ms: float  # measured wall time per tuple over the last window (configured before any)
     signal: int  # worker delegation: +1 increase, -1 decrease, 0 nothing
-    committed: np.ndarray  # int64 batch ids of this source the aggregator made durable since the last ack
+    committed: tuple  # batch ids of this source the aggregator made durable since the last ack (ints)
 
 
 @dataclass
@@ -69,18 +98,28 @@ class Flush:
 
 def batch_log(seq, source, arrival, enqueue, begin, finish) -> dict[str, np.ndarray]:
     """LOG_COLUMNS of one served batch: its tuples started one after another from `begin` (FIFO server)."""
-    n = len(seq)
-    start = np.empty(n)
-    if n:
-        start[0] = begin
+    return served_log([np.asarray(seq)], [source], [np.asarray(arrival, np.float64)], [enqueue], [begin],
+                      [np.asarray(finish, np.float64)])
+
+
+def served_log(seqs: list, sources: list, arrivals: list, enqueues: list, begins: list,
+               finishes: list) -> dict[str, np.ndarray]:
+    """LOG_COLUMNS of batches served one after another, built at once (a worker logs at flush time, not per
+    buffer): within a batch each tuple starts when the one before it finished, the first at its batch's begin."""
+    sizes = np.fromiter((len(s) for s in seqs), np.int64, len(seqs))
+    finish = np.concatenate(finishes) if finishes else np.empty(0)
+    start = np.empty(len(finish))
+    if len(finish):
         start[1:] = finish[:-1]
+        firsts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[sizes > 0]
+        start[firsts] = np.asarray(begins, np.float64)[sizes > 0]
     return {
-        "seq": np.asarray(seq, np.int64),
-        "source": np.full(n, source, np.int32),
-        "arrival_s": np.asarray(arrival, np.float64),
-        "enqueue_s": np.full(n, enqueue),
+        "seq": np.concatenate(seqs).astype(np.int64, copy=False) if seqs else np.empty(0, np.int64),
+        "source": np.repeat(np.asarray(sources, np.int32), sizes),
+        "arrival_s": np.concatenate(arrivals).astype(np.float64, copy=False) if arrivals else np.empty(0),
+        "enqueue_s": np.repeat(np.asarray(enqueues, np.float64), sizes),
         "start_s": np.minimum(start, finish),
-        "finish_s": np.asarray(finish, np.float64),
+        "finish_s": finish,
     }
 
 

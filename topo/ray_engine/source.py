@@ -2,7 +2,7 @@
 
 The node decides what goes out and when (per-destination buffers, linger, credits per channel, feedback before
 routing), exactly as in the simulator; this actor only moves its buffers: one Ray call per worker process and
-step carries that process's buffers (a frame), each a packed record array (`protocol.pack`), and one long-poll
+step carries that process's buffers in one frame of two arrays (`protocol.Frame`), and one long-poll
 call per process brings their acks back, which the node turns into credits and feedback.
 
 Replay: every buffer stays in the replay buffer until the aggregator has committed it (merged and checkpointed;
@@ -123,6 +123,7 @@ class Source(Links, Recovery, Mortal):
         self.count = Counters()
         self._batch_rows: list[tuple] = []
         self.t0 = 0.0
+        self._kick = False  # an ack or a release asks the loop to step now
         self.waited_s = 0.0  # time the loop spent waiting for input, deadlines or answers (the rest it was busy)
         self.loop_s = self.loop_busy_s = 0.0
 
@@ -172,26 +173,34 @@ class Source(Links, Recovery, Mortal):
         node = self.node
         time.sleep(max(0.0, t0 - time.time()))
         started = time.perf_counter()
+        wake: float | None = 0.0
         while not node.done:
             self._poll()
             self._recover_suspects()
             self._take_rewinds()
             now = time.time() - t0
-            with self._lock:
-                before = node.routed
-                out = node.step(now)
-                if self.controller is not None and node.routed > before:
-                    self._fresh.append(self.keys[before : node.routed])
-                wake = node.next_wakeup(now)
-            if out:
-                self._send([self._entry(buffer) for buffer in out])
-            self.count.emitted = node.routed
-            if self.metrics is not None and out:
-                self._record(sum(len(b.index) for b in out))
+            # as in the simulator, the node steps when it said it would, or when an ack lets a buffer out; an ack
+            # that only carries feedback waits for the next step's routing
+            if self._kick or (wake is not None and now >= wake):
+                self._kick = False
+                with self._lock:
+                    before = node.routed
+                    out = node.step(now)
+                    if self.controller is not None and node.routed > before:
+                        self._fresh.append(self.keys[before : node.routed])
+                    wake = node.next_wakeup(now)
+                if out:
+                    self._send(self._entries(out))
+                self.count.emitted = node.routed
+                if self.metrics is not None and out:
+                    self._record(sum(len(b.index) for b in out))
             if node.done:
                 break
-            # sleep until the node's next deadline or the next answer, whichever comes first
-            self._wait(self._all_inflight(), None if wake is None else max(0.0, t0 + wake - time.time()))
+            # sleep until the node's next deadline, or the next answer if one could let something out: an ack that
+            # only carries feedback is taken at the next step, with the time it landed
+            hungry = wake is None or self._suspects or node.waits_for_acks()
+            self._wait(self._all_inflight() if hungry else [],
+                       None if wake is None else max(0.0, t0 + wake - time.time()))
         self.loop_s = time.perf_counter() - started
         self.loop_busy_s = self.loop_s - self.waited_s  # what the drain waits for is not the loop's
         self._drain()
@@ -207,46 +216,54 @@ class Source(Links, Recovery, Mortal):
                 stats = self.grouping.stats()
             self.metrics.virtual_workers(stats)
 
-    def _entry(self, buffer: Buffer) -> Entry:
-        pick = buffer.index
+    def _entries(self, out: list[Buffer]) -> list[Entry]:
+        """A step's buffers as replay entries: their columns gathered once for the whole step, a view each."""
+        pick = np.concatenate([b.index for b in out]) if len(out) > 1 else out[0].index
+        seq, keys, arrival = self.seqs[pick], self.keys[pick], self.t0 + self.node.arrival[pick]
         values = None if self.values is None else self.values[pick]
-        arrival = self.t0 + self.node.arrival[pick]
-        self.count.sub_batches += 1
-        return Entry(tag(self.epoch, buffer.batch_id), buffer.worker, self.seqs[pick], self.keys[pick], arrival,
-                     values)
+        self.count.sub_batches += len(out)
+        entries, start = [], 0
+        for buffer in out:
+            end = start + len(buffer.index)
+            entries.append(Entry(tag(self.epoch, buffer.batch_id), buffer.worker, seq[start:end], keys[start:end],
+                                 arrival[start:end], None if values is None else values[start:end]))
+            start = end
+        return entries
 
     # --- acks
 
-    def _acked(self, entry: Entry, ack) -> None:
+    def _acked(self, entry: Entry, ack, landed: float) -> None:
+        """`ack` answered `entry`; it landed at `landed` (time.time() seconds), which may be a while before now."""
         w = entry.worker
         self._in_flight[w] -= 1
         if ack.source != self.index:
             self.count.foreign_acks += 1
-        entry.state, entry.incarnation, entry.acked_s = ACKED, ack.incarnation, time.time()
+        entry.state, entry.incarnation, entry.acked_s = ACKED, ack.incarnation, landed
         self.count.acks += 1
         if ack.signal:
             self.count.signals["increase" if ack.signal > 0 else "decrease"] += 1
-        self._release(entry, (ack.queue_len, ack.load, ack.utilization, ack.service_ms, ack.signal))
+        self._release(entry, (ack.queue_len, ack.load, ack.utilization, ack.service_ms, ack.signal), landed)
         self._commit(ack.committed)
         if ack.incarnation > self._incarnation[w]:
             if self._incarnation[w] >= 0:
                 self._suspects.add(w)  # it restarted: what the lost incarnation held must be replayed
             self._incarnation[w] = ack.incarnation
 
-    def _release(self, entry: Entry, fields: tuple | None = None) -> None:
+    def _release(self, entry: Entry, fields: tuple | None = None, landed: float = 0.0) -> None:
         """Give the entry's credit back to the node, once: with the ack's fields, or bare (committed or held)."""
         if not entry.credit:
             return
         entry.credit = False
         with self._lock:
-            if fields is not None:
-                self.node.on_ack(entry.worker, fields, time.time() - self.t0)
-            else:
+            if fields is None:
                 self.node.release(entry.worker)
+                self._kick = True
+            elif self.node.on_ack(entry.worker, fields, landed - self.t0):
+                self._kick = True  # the credit lets a waiting buffer out, or the source is done
 
     def _commit(self, batch_ids) -> None:
         """The aggregator merged these batches: forget them."""
-        for b in np.asarray(batch_ids).tolist():
+        for b in batch_ids.tolist() if isinstance(batch_ids, np.ndarray) else batch_ids:
             entry = self._buffer.pop(b, None)
             if entry is not None:
                 self._release(entry)

@@ -30,20 +30,13 @@ from topo.model import AckMeter, queue_capacity
 from topo.model.worker import DEFAULT_WINDOW_S
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import Mortal, until_back
-from topo.ray_engine.protocol import Ack, Flush, batch_log, concat_logs, epoch_of
+from topo.ray_engine.protocol import Ack, Flush, epoch_of, served_log
+from topo.ray_engine.scheduler import Scheduler
 from topo.spec import TopologySpec
-from topo.work import ServiceEmulator
+from topo.work import ServiceEmulator, sleep_until, spread_ms
 
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
 FROM_REGISTRY = object()  # a Worker built without its delegation looks it up itself
-
-
-def transit_stats(seconds: list[float]) -> dict:
-    """p50, p99 and max of buffers' transit times, in milliseconds (zeros when there were none)."""
-    if not seconds:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0, "buffers": 0}
-    p50, p99 = np.percentile(seconds, [50, 99]) * 1e3
-    return {"p50": float(p50), "p99": float(p99), "max": float(max(seconds) * 1e3), "buffers": len(seconds)}
 
 
 @dataclass(slots=True)
@@ -67,7 +60,8 @@ class Worker(Mortal):
     """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
-                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY,
+                 scheduler: Scheduler | None = None) -> None:
         self.index = index
         self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
@@ -89,9 +83,7 @@ class Worker(Mortal):
         self._pause_s = 0.0  # migration pause waiting for the server
         self._capacity: float | None = None  # a capacity change waiting for the server
         self.paused_s = 0.0
-        self._state = self.op.empty()
-        self._covered: list[tuple[int, int]] = []  # (source, batch id) in the current delta
-        self._log: list[dict[str, np.ndarray]] = []
+        self._served: list[tuple[Job, float, np.ndarray]] = []  # (batch, begin, finish times) not yet flushed
         self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
         self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids taken, not yet flushed
         self.transit_s: list[float] = []  # per buffer: time from the source's send to this queue, beyond the delay
@@ -109,7 +101,13 @@ class Worker(Mortal):
         # batches of dead source incarnations, never served; and batches sent twice to this incarnation
         self.dropped = {"batches": 0, "tuples": 0, "duplicates": 0}
         self._registered = threading.Event()
-        threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
+        self._current: tuple | None = None  # (job, begin, finish) in service
+        self._busy = False  # queued in the scheduler, or in service there
+        # sleep mode: the process's one scheduler serves this worker (it registers it first); cpu mode burns on a
+        # thread of its own
+        self.scheduler = scheduler
+        if scheduler is None:
+            threading.Thread(target=self._serve_forever, name="server", daemon=True).start()
 
     # --- the data path
 
@@ -136,11 +134,11 @@ class Worker(Mortal):
                 self._accepted_ids[source].add(batch_id)
                 self.meter.arrive(now, len(tuples))
                 self._jobs.append(Job(source, batch_id, tuples, values, now, done))
-                self._ready.notify()
+                self._wake()
         if answer:
             done(*answer)
 
-    def _register(self) -> None:
+    def register(self) -> None:
         """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes. Learn the
         sources' fences too: a batch of a source incarnation that died is not served by this one either."""
         incarnation, fences = until_back(
@@ -178,34 +176,63 @@ class Worker(Mortal):
                 self._ready.wait()
 
     def _serve_forever(self) -> None:
-        self._register()  # before serving anything, so every ack and flush names a registered incarnation
+        """Cpu mode: this worker's own server thread (each worker burns on its own thread)."""
+        self.register()  # before serving anything, so every ack and flush names a registered incarnation
         while True:
             with self._ready:
                 while not self._jobs and not self._pause_s:
                     self._ready.wait()
-                pause, self._pause_s = self._pause_s, 0.0
-                capacity, self._capacity = self._capacity, None
-                job = self._jobs.popleft() if self._jobs else None
-                self._serving = None if job is None else (job.source, job.batch_id)
-            if capacity is not None:
-                self.emulator.set_capacity(capacity)
-            if pause:
-                time.sleep(pause)  # the server is stopped while state moves
-                self.paused_s += pause
-            if job is not None:
-                self._serve(job)
+            sleep_until(self.start_next())
+            self.complete()
 
-    def _serve(self, job: Job) -> None:
+    def _wake(self) -> None:
+        """There is work (called with the lock held): wake the server thread, or the process's scheduler if this
+        worker is idle in it."""
+        if self.scheduler is None:
+            self._ready.notify()
+        elif not self._busy:
+            self._busy = True
+            self.scheduler.wake(self.index)
+
+    def start_next(self) -> float:
+        """Start what comes next: a pause, else the first queued batch. The perf_counter deadline to wait for
+        before `complete` (0: nothing started, or it is done already)."""
+        with self._ready:
+            pause, self._pause_s = self._pause_s, 0.0
+            capacity, self._capacity = self._capacity, None
+            job = self._jobs.popleft() if self._jobs and not pause else None
+            self._serving = None if job is None else (job.source, job.batch_id)
+        if capacity is not None:
+            self.emulator.set_capacity(capacity)
+        if pause:
+            self.paused_s += pause
+            return self.emulator.hold(pause)  # the server is stopped while state moves
+        if job is None:
+            return 0.0
         begin = time.time()
-        tuples = job.tuples
         # the buffer waited since it was queued: logging and acking the last one must not slow the operator down
-        finish = self.emulator.serve(len(tuples), ready=job.enqueued)
-        end = time.time()
-        log = batch_log(tuples["seq"], job.source, tuples["arrival"], job.enqueued, begin, finish)
+        finish, due = self.emulator.begin(len(job.tuples), ready=job.enqueued)
+        self._current = (job, begin, finish)
+        return due
+
+    def complete(self) -> bool:
+        """Finish what `start_next` started (its deadline has passed): keep it for the next flush, and ack it. True
+        while there is more to serve (for the scheduler; the lock's holder decides)."""
+        current, self._current = self._current, None
+        if current is not None:
+            self._serve(*current)
         with self._lock:
-            self._state = self.op.update(self._state, tuples["key"], job.values)
-            self._covered.append((job.source, job.batch_id))
-            self._log.append(log)
+            more = bool(self._jobs or self._pause_s)
+            self._busy = more
+            return more
+
+    def _serve(self, job: Job, begin: float, finish: np.ndarray) -> None:
+        self.emulator.end()
+        end = time.time()
+        tuples = job.tuples
+        with self._lock:
+            # the operator's update and the log wait for the flush, which does them for every batch at once
+            self._served.append((job, begin, finish))
             self._serving = None
             self._ready.notify_all()  # a fence may wait for this batch to be in the delta
             self.meter.service_s = self.emulator.service_s
@@ -221,7 +248,7 @@ class Worker(Mortal):
         queue_len, load, utilization, service_ms, signal = self.meter.ack(now, source, self.active)
         if signal:
             self.signals_to[source] += 1
-        committed = np.asarray(self._committed.pop(source, ()), np.int64)
+        committed = tuple(self._committed.pop(source, ()))  # ints pickle faster than a small array
         return Ack(self.index, self.incarnation, source, batch_id, queue_len, load, utilization, service_ms, signal,
                    committed)
 
@@ -252,15 +279,28 @@ class Worker(Mortal):
         """The state delta since the last flush, with the batches it covers and their log (None: nothing new). The
         caller holds `_flushing` and hands the aggregator's answer to `flushed`."""
         with self._lock:
-            if not self._covered:
+            if not self._served:
                 return None
-            state, covered, log = self._state, self._covered, self._log
-            self._state, self._covered, self._log = self.op.empty(), [], []
+            served, self._served = self._served, []
+        state, log = self._fold(served)
         keys = self.op.distinct_keys(state)
         if keys > self.state_peak["keys"]:
             self.state_peak = {"keys": keys, "bytes": self.op.state_size_bytes(state)}
-        pairs = np.asarray(covered, np.int64).reshape(-1, 2)
-        return Flush(self.index, self.incarnation, pairs[:, 0].astype(np.int32), pairs[:, 1], state, concat_logs(log))
+        sources = np.fromiter((job.source for job, _, _ in served), np.int32, len(served))
+        batch_ids = np.fromiter((job.batch_id for job, _, _ in served), np.int64, len(served))
+        return Flush(self.index, self.incarnation, sources, batch_ids, state, log)
+
+    def _fold(self, served: list[tuple[Job, float, np.ndarray]]) -> tuple[Any, dict[str, np.ndarray]]:
+        """The operator's state over these batches, updated in service order, and their tuple log."""
+        tuples = [job.tuples for job, _, _ in served]
+        keys = np.concatenate([t["key"] for t in tuples])
+        values = [job.values for job, _, _ in served]
+        values = None if all(v is None for v in values) else np.concatenate(values)
+        state = self.op.update(self.op.empty(), keys, values)
+        log = served_log([t["seq"] for t in tuples], [job.source for job, _, _ in served],
+                         [t["arrival"] for t in tuples], [job.enqueued for job, _, _ in served],
+                         [begin for _, begin, _ in served], [finish for _, _, finish in served])
+        return state, log
 
     def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
         """The aggregator's answer to `flush`, (accepted, pairs now durable), or None if the call failed."""
@@ -312,7 +352,7 @@ class Worker(Mortal):
         """Stop the server for `seconds` before its next batch (state migration)."""
         with self._ready:
             self._pause_s += seconds
-            self._ready.notify()
+            self._wake()
 
     def set_capacity(self, capacity: float) -> None:
         """Serve batches from the next one on at a new capacity."""
@@ -334,7 +374,7 @@ class Worker(Mortal):
                 "node": self.node,
                 "measured_capacity": self.emulator.measured_capacity(),
                 "emulator": self.emulator.stats(),
-                "transit_ms": transit_stats(self.transit_s),
+                "transit_ms": spread_ms(self.transit_s),
                 "signals": dict(self.meter.signals),
                 "signals_to": list(self.signals_to),
                 "delegation": self.delegation.stats() if self.delegation is not None else None,

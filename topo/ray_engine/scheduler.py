@@ -1,0 +1,90 @@
+"""One server thread for all the sleeping workers of a process.
+
+In sleep mode a worker's service is a deadline: a batch of n tuples ready at r, behind a batch done at d, is done
+at max(r, d) + n x service (the ideal FIFO server), whatever else the process does. A thread per worker that
+sleeps until its deadline costs a thread switch, and a fight for the GIL, per buffer; with dozens of workers in a
+process that was a quarter of the process's Python time. The scheduler takes the frames a process receives,
+queues their buffers itself, keeps every busy worker's deadline in a heap, sleeps until the earliest one (or the
+next frame), and completes every worker whose deadline has passed in one wake-up. One thread does all of it, so
+the hot path takes no lock another thread holds, and waits for the GIL once per wake-up, not once per buffer.
+When it gets to a deadline late, the ack leaves late (the workers report how late, `late_ms`); the batch's
+service does not move. Cpu mode keeps a thread per worker: burning is real work and needs threads of its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from typing import Any
+
+
+class Scheduler:
+    """Serves the sleeping workers of one process, each in order of its own FIFO queue."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._woken: list[int] = []  # idle workers that got work from another thread since the last look
+        self._frames: list[tuple] = []  # (frame, sent, done) to queue
+        self._mine: list[int] = []  # idle workers that got work from this thread
+        self._ident: int | None = None
+        self.workers: dict[int, Any] = {}
+
+    def start(self, workers: dict[int, Any]) -> None:
+        """Serve `workers` (index -> `worker.Worker`) from now on, once each one has registered."""
+        self.workers = workers
+        threading.Thread(target=self._run, name="scheduler", daemon=True).start()
+
+    def deliver(self, frame: Any, sent: float, done: Any) -> None:
+        """A frame of buffers for this process's workers (from any thread); `done(ack)` answers each one."""
+        with self._cond:
+            self._frames.append((frame, sent, done))
+            if len(self._frames) == 1 and not self._woken:
+                self._cond.notify()
+
+    def wake(self, worker: int) -> None:
+        """An idle worker has work (a batch, or a pause)."""
+        if threading.get_ident() == self._ident:
+            self._mine.append(worker)  # queued by the scheduler itself: no lock, no notify
+            return
+        with self._cond:
+            self._woken.append(worker)
+            if len(self._woken) == 1 and not self._frames:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        self._ident = threading.get_ident()
+        for worker in self.workers.values():
+            worker.register()  # before serving anything, so every ack and flush names a registered incarnation
+        due: list[tuple[float, int]] = []  # (perf_counter deadline, worker) of every worker in service
+        while True:
+            with self._cond:
+                if not self._woken and not self._frames:
+                    timeout = due[0][0] - time.perf_counter() if due else None
+                    if timeout is None or timeout > 0:
+                        self._cond.wait(timeout)
+                woken, self._woken = self._woken, []
+                frames, self._frames = self._frames, []
+            for frame, sent, done in frames:
+                for w, batch_id, tuples, values in frame.buffers():
+                    self.workers[w].enqueue(frame.source, batch_id, tuples, values, sent, done)
+            woken += self._mine
+            self._mine = []
+            for w in woken:
+                self._start(w, due)
+            now = time.perf_counter()
+            while due and due[0][0] <= now:
+                _, w = heapq.heappop(due)
+                if self.workers[w].complete():
+                    self._start(w, due)
+
+    def _start(self, w: int, due: list[tuple[float, int]]) -> None:
+        """Start worker w's next batch; one whose deadline has already passed completes at once."""
+        worker = self.workers[w]
+        while True:
+            deadline = worker.start_next()
+            if deadline > time.perf_counter():
+                heapq.heappush(due, (deadline, w))
+                return
+            if not worker.complete():
+                return
