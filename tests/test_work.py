@@ -19,6 +19,7 @@ from topo.work import (
     ServiceEmulator,
     apply_cgroup_quota,
     cgroup_quota_possible,
+    ideal_finish,
     release_cgroup_quota,
 )
 
@@ -121,19 +122,39 @@ def test_bookkeeping_between_queued_batches_is_caught_up(mode: str) -> None:
     assert wall_ready < 0.25 and busy_ready > 0.9
 
 
-def test_a_sleeping_worker_serves_a_batch_from_when_it_was_ready() -> None:
+def test_a_batch_ready_long_ago_does_not_make_a_burst() -> None:
     em = ServiceEmulator("sleep", 2.0, 1.0)
     em.serve(1)
     time.sleep(0.05)
+    called = time.time()
+    finish = em.serve(10, ready=called - 0.05)  # waited 50 ms for a server that was itself idle for most of it
+    # at most CATCHUP_S is credited, the rest is lost: 10 tuples of 2 ms still take about 20 ms less the credit
+    assert finish[-1] - called >= 20 * MS - CATCHUP_S - 1e-4
+    assert em.stats()["lost_s"] >= 0.05 - CATCHUP_S - 2 * MS - 0.005
+
+
+def test_the_ideal_server_serves_a_batch_from_when_it_was_ready() -> None:
+    em = ServiceEmulator("sleep", 2.0, 1.0)
+    first, service, due = em.begin_ideal(1, time.time())
+    assert service == pytest.approx(2 * MS)
+    em.end()
+    time.sleep(0.05)
     ready = time.time() - 0.04  # there 40 ms ago, while the server was idle; the emulator got to it only now
-    finish = em.serve(10, ready=ready)
-    # the ideal FIFO server: it started when the batch was there, and served at its capacity since
-    assert finish[0] == pytest.approx(ready + 2 * MS, abs=1e-4)
-    assert np.allclose(np.diff(finish), 2 * MS, rtol=0, atol=1e-6)
+    start, _, due = em.begin_ideal(10, ready)
+    assert start == pytest.approx(ready, abs=1e-6) and due < time.perf_counter()  # done, in the model, already
+    em.end()
+    finish = ideal_finish(np.array([first, start]), np.array([service, service]), np.array([1, 10]))
+    assert finish[0] == pytest.approx(first + 2 * MS) and finish[1] == pytest.approx(ready + 2 * MS, abs=1e-6)
+    assert np.allclose(np.diff(finish[1:]), 2 * MS, rtol=0, atol=1e-6)
     stats = em.stats()
-    # the emulator's own lateness is reported apart (its ack left late), never taken from the worker's capacity
+    # the emulator's own lateness is reported apart (the ack left late), never taken from the worker's capacity
     assert stats["lost_s"] == 0.0 and stats["measured_capacity"] == pytest.approx(1.0)
-    assert stats["late_ms"]["count"] == 1 and stats["late_ms"]["max"] >= 15.0
+    assert stats["late_ms"]["count"] == 2 and stats["late_ms"]["max"] >= 15.0
+    # a batch behind another starts when that one is done, however early it was there
+    start2, _, _ = em.begin_ideal(1, ready)
+    assert start2 == pytest.approx(start + 20 * MS, abs=1e-6)
+    with pytest.raises(ValueError, match="sleep mode"):
+        ServiceEmulator("cpu", 1.0, 1.0).begin_ideal(1, time.time())
 
 
 def test_dozens_of_sleeping_workers_share_two_cores() -> None:

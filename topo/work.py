@@ -38,7 +38,7 @@ import numpy as np
 from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota
 
 __all__ = ["CATCHUP_S", "MIN_SLEEP_S", "MODES", "SLACK_S", "ServiceEmulator", "apply_cgroup_quota",
-           "cgroup_quota_possible", "release_cgroup_quota"]
+           "cgroup_quota_possible", "ideal_finish", "release_cgroup_quota", "sleep_until", "spread_ms"]
 
 MODES = ("sleep", "cpu")
 # how much of its own lateness a worker may catch up: a few sleep overshoots, not a burst that breaks the cap
@@ -75,6 +75,15 @@ def spread_ms(seconds: list[float]) -> dict:
         return {"p50": 0.0, "p99": 0.0, "max": 0.0, "count": 0}
     p50, p99 = np.percentile(seconds, [50, 99]) * 1e3
     return {"p50": float(p50), "p99": float(p99), "max": float(max(seconds) * 1e3), "count": len(seconds)}
+
+
+def ideal_finish(starts: np.ndarray, services: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The finish times of batches served by `begin_ideal`, one after another: batch i's k-th tuple (from 1) at
+    starts[i] + k x services[i]."""
+    sizes = np.asarray(sizes, np.int64)
+    firsts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    rank = np.arange(int(sizes.sum())) - firsts + 1
+    return np.repeat(np.asarray(starts, np.float64), sizes) + np.repeat(np.asarray(services, np.float64), sizes) * rank
 
 
 def _positive(name: str, value: float) -> float:
@@ -184,25 +193,34 @@ class ServiceEmulator:
             return np.full(count, time.time()), 0.0
         called = time.perf_counter()
         cpu_before = time.thread_time() if self._burner is not None else None
-        ideal = self._burner is None and ready is not None
-        if ideal:
-            # sleep mode with a ready time: the ideal FIFO server. The batch starts once it was there and the one
-            # before was done, however late the emulator gets to it; that lateness delays the ack, not the service
-            start = max(self._deadline, float(ready) - self._epoch)
-        else:
-            start = self._start(called, None if ready is None else float(ready) - self._epoch)
+        start = self._start(called, None if ready is None else float(ready) - self._epoch)
         if self._burner is None:
             deadlines = start + self._service_s * np.arange(1, count + 1)
             self._deadline = due = float(deadlines[-1])
-            # a tuple cannot finish before it was handed over (ideal: it was, when it was ready)
-            finish = deadlines if ideal else np.maximum(deadlines, called)
+            # a tuple cannot finish before it was handed over, even while the worker catches up
+            finish = np.maximum(deadlines, called)
         else:
             # lateness credited at the start may be caught up during the batch, not only `SLACK_S` of it
             finish = self._burn(count, start, cpu_before, max(SLACK_S, called - start))
             due = 0.0
         self._tuples += count
-        self._open = (start, float(finish[-1]), cpu_before, ideal)
+        self._open = (start, float(finish[-1]), cpu_before, False)
         return finish + self._epoch, due
+
+    def begin_ideal(self, n: int, ready: float) -> tuple[float, float, float]:
+        """Sleep mode's ideal FIFO server: a batch of `n` tuples, there since `ready` (time.time() seconds), starts
+        once it was there and the batch before was done, however late the emulator gets to it (that lateness delays
+        the ack, and is reported apart, in `late_ms`), and its tuples finish one service time apart. Returns (its
+        start in time.time() seconds, the service time, the perf_counter deadline to reach before `end`); the finish
+        times are `ideal_finish`'s, computed when they are needed. Plain floats: this is the per-buffer hot path."""
+        if self._burner is not None:
+            raise ValueError("the ideal server is sleep mode's; cpu mode burns, with `begin`")
+        self._tuples += n
+        service = self._service_s if self.cost_ms else 0.0
+        start = max(self._deadline, ready - self._epoch)
+        self._deadline = due = start + service * n
+        self._open = (start, due, None, True) if n and service else None
+        return start + self._epoch, service, due
 
     def hold(self, seconds: float) -> float:
         """Stop serving for `seconds` from now (or from the last deadline, if later): no batch starts before the

@@ -103,11 +103,11 @@ def batch_log(seq, source, arrival, enqueue, begin, finish) -> dict[str, np.ndar
 
 
 def served_log(seqs: list, sources: list, arrivals: list, enqueues: list, begins: list,
-               finishes: list) -> dict[str, np.ndarray]:
+               finishes: list | np.ndarray) -> dict[str, np.ndarray]:
     """LOG_COLUMNS of batches served one after another, built at once (a worker logs at flush time, not per
     buffer): within a batch each tuple starts when the one before it finished, the first at its batch's begin."""
     sizes = np.fromiter((len(s) for s in seqs), np.int64, len(seqs))
-    finish = np.concatenate(finishes) if finishes else np.empty(0)
+    finish = finishes if isinstance(finishes, np.ndarray) else np.concatenate(finishes) if finishes else np.empty(0)
     start = np.empty(len(finish))
     if len(finish):
         start[1:] = finish[:-1]

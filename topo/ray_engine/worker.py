@@ -33,7 +33,7 @@ from topo.ray_engine.mortal import Mortal, until_back
 from topo.ray_engine.protocol import Ack, Flush, epoch_of, served_log
 from topo.ray_engine.scheduler import Scheduler
 from topo.spec import TopologySpec
-from topo.work import ServiceEmulator, sleep_until, spread_ms
+from topo.work import ServiceEmulator, ideal_finish, sleep_until, spread_ms
 
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
 FROM_REGISTRY = object()  # a Worker built without its delegation looks it up itself
@@ -49,6 +49,14 @@ class Job:
     values: Any
     enqueued: float
     done: Callable[[Ack | None], None]  # takes the batch's ack once served (None: dropped)
+
+
+def _finish(served: list[tuple[Job, float, Any]]) -> np.ndarray:
+    """The finish times of served batches, in order: as served, or from the ideal server's (start, service)."""
+    if not served or not isinstance(served[0][2], tuple):
+        return np.concatenate([finish for _, _, finish in served]) if served else np.empty(0)
+    starts, services = zip(*(span for _, _, span in served), strict=True)
+    return ideal_finish(np.asarray(starts), np.asarray(services), [len(job.tuples) for job, _, _ in served])
 
 
 def wait_ref(ref: ray.ObjectRef) -> Any:
@@ -83,7 +91,8 @@ class Worker(Mortal):
         self._pause_s = 0.0  # migration pause waiting for the server
         self._capacity: float | None = None  # a capacity change waiting for the server
         self.paused_s = 0.0
-        self._served: list[tuple[Job, float, np.ndarray]] = []  # (batch, begin, finish times) not yet flushed
+        # (batch, begin, its finish times or the ideal server's (start, service)) not flushed yet
+        self._served: list[tuple[Job, float, Any]] = []
         self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
         self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids taken, not yet flushed
         self.transit_s: list[float] = []  # per buffer: time from the source's send to this queue, beyond the delay
@@ -209,6 +218,10 @@ class Worker(Mortal):
             return self.emulator.hold(pause)  # the server is stopped while state moves
         if job is None:
             return 0.0
+        if self.scheduler is not None:  # the ideal server: (start, service) now, the finish times at the flush
+            start, service, due = self.emulator.begin_ideal(len(job.tuples), job.enqueued)
+            self._current = (job, start, (start, service))  # its first tuple began at the ideal start
+            return due
         begin = time.time()
         # the buffer waited since it was queued: logging and acking the last one must not slow the operator down
         finish, due = self.emulator.begin(len(job.tuples), ready=job.enqueued)
@@ -226,7 +239,7 @@ class Worker(Mortal):
             self._busy = more
             return more
 
-    def _serve(self, job: Job, begin: float, finish: np.ndarray) -> None:
+    def _serve(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float]) -> None:
         self.emulator.end()
         end = time.time()
         tuples = job.tuples
@@ -240,7 +253,7 @@ class Worker(Mortal):
             ack = self._ack(job.source, job.batch_id, end)
         job.done(ack)
         if self.metrics is not None:
-            self.metrics.served(tuples["arrival"], finish)
+            self.metrics.served(tuples["arrival"], _finish([(job, begin, finish)]))
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
 
     def _ack(self, source: int, batch_id: int, now: float) -> Ack:
@@ -290,7 +303,7 @@ class Worker(Mortal):
         batch_ids = np.fromiter((job.batch_id for job, _, _ in served), np.int64, len(served))
         return Flush(self.index, self.incarnation, sources, batch_ids, state, log)
 
-    def _fold(self, served: list[tuple[Job, float, np.ndarray]]) -> tuple[Any, dict[str, np.ndarray]]:
+    def _fold(self, served: list[tuple[Job, float, Any]]) -> tuple[Any, dict[str, np.ndarray]]:
         """The operator's state over these batches, updated in service order, and their tuple log."""
         tuples = [job.tuples for job, _, _ in served]
         keys = np.concatenate([t["key"] for t in tuples])
@@ -299,7 +312,7 @@ class Worker(Mortal):
         state = self.op.update(self.op.empty(), keys, values)
         log = served_log([t["seq"] for t in tuples], [job.source for job, _, _ in served],
                          [t["arrival"] for t in tuples], [job.enqueued for job, _, _ in served],
-                         [begin for _, begin, _ in served], [finish for _, _, finish in served])
+                         [begin for _, begin, _ in served], _finish(served))
         return state, log
 
     def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
