@@ -6,7 +6,8 @@ python benchmarks/bench_processes.py --topology 48x80 --rate 8000 --grouping pkg
 
 For each topology it runs the separate layout (every source an actor of its own, the workers in one process) and
 Storm's process model at each --processes value, then the simulator with Ray's transit, and prints throughput,
-the delivered share of the requested rate, p50 and p99 latency, the engine's transit p99, the actors' start-up
+the delivered share of the requested rate, p50 and p99 latency, the engine's transit p99 and its workers' ack
+lateness p99 (how long after a batch's deadline its ack left; sleep mode's scheduler only), the actors' start-up
 time, the peak resident memory of every Ray process of the run (Ray's own included, sampled every 0.25 s) and the
 verdict. Ratios are against the separate layout of the same run.
 """
@@ -59,6 +60,7 @@ def row(label: str, summary: dict, memory_mb: float | None) -> dict:
     return {"layout": label, "tps": summary["throughput_tps"], "delivered": room["delivered_share"],
             "p50": summary["latency_ms"]["p50"], "p99": summary["latency_ms"]["p99"],
             "transit_p99": (summary.get("ray") or {}).get("transit_ms", {}).get("p99"),
+            "late_p99": (summary.get("ray") or {}).get("ack_late_ms", {}).get("p99"),
             "setup_s": (summary.get("wall_clock_s") or {}).get("setup"), "memory_mb": memory_mb,
             "verdict": room["bottleneck"]}
 
@@ -104,11 +106,12 @@ def main() -> None:
         rows.append(row("simulator", sim, None))
         print(f"\n{sources} x {workers}, {args.grouping}, {rate:,.0f} tuples/s requested, K = {args.time_scale:g}")
         print(f"{'layout':13s} {'tuples/s':>9s} {'x sep':>6s} {'deliv':>6s} {'p50 ms':>8s} {'p99 ms':>8s} "
-              f"{'transit':>8s} {'setup s':>7s} {'mem MB':>7s}  verdict")
+              f"{'transit':>8s} {'ack late':>8s} {'setup s':>7s} {'mem MB':>7s}  verdict")
         first = rows[0]["tps"]
         for r in rows:
             print(f"{r['layout']:13s} {r['tps']:9,.0f} {r['tps'] / first:6.2f} {fmt(r['delivered'], '6.1%')} "
-                  f"{r['p50']:8.1f} {r['p99']:8.1f} {fmt(r['transit_p99'], '8.1f')} {fmt(r['setup_s'], '7.1f')} "
+                  f"{r['p50']:8.1f} {r['p99']:8.1f} {fmt(r['transit_p99'], '8.1f')} {fmt(r['late_p99'], '8.1f')} "
+                  f"{fmt(r['setup_s'], '7.1f')} "
                   f"{fmt(r['memory_mb'], '7.0f')}  {r['verdict']}")
 
 
