@@ -4,7 +4,8 @@ max spout pending 100, z = 1.4, 1.7, 2.0) and FISH's 32 x 128.
 
 Every Ray run uses Storm's process model. The time scale K of a deployment is chosen with pilots of its first
 grouping (`--time-scale auto`: the smallest K at which the engine and the host had headroom); the other groupings
-start from it, and a run still bounded by the engine or the host goes again once at the K its verdict suggests.
+start from it, and a run still bounded by the engine or the host goes again at the K its verdict suggests, until it
+has headroom or K reaches the largest time scale.
 Numbers are in the emulated cluster's time, next to the simulator's over the same input with Ray's transit divided
 by the same K. A Ray run bounded by the engine or the host is reported, and not compared.
 """
@@ -74,7 +75,7 @@ QUICK = {"cg-8x24-capped": ("cg",), "dc-48x80-z1.4": ("pkg",), "fish-32x128": ("
 def measure(deployment: Deployment, grouping: str, messages: int, k: float | None = None) -> dict:
     """One grouping of one deployment on both engines at time scale `k` (None: chosen by pilots), over as much of
     the input as the Ray run carries in about RUN_WALL_S wall seconds at that K. A Ray run still bounded by the
-    engine or the host goes again once, at the K its verdict suggests."""
+    engine or the host goes again at the K its verdict suggests, until it has headroom or K is MAX_TIME_SCALE."""
     from topo.ray_engine import run_ray
     from topo.ray_engine.dilation import MAX_TIME_SCALE, choose_time_scale, prefix
 
@@ -90,7 +91,7 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
         part = prefix(data, int(tps * max(MIN_RUN_S, RUN_WALL_S / k)))
         ray = run_ray(spec.with_(engine="ray", time_scale=k), part).summary
         suggested = ray["headroom"]["suggested_time_scale"]
-        if ray["headroom"]["bottleneck"] not in EMULATOR or not suggested or k >= MAX_TIME_SCALE or "again" in pilots:
+        if ray["headroom"]["bottleneck"] not in EMULATOR or not suggested or k >= MAX_TIME_SCALE:
             break
         pilots += f",again at {min(suggested, MAX_TIME_SCALE):g}"
         k = min(suggested, MAX_TIME_SCALE)
