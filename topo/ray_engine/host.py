@@ -63,7 +63,8 @@ def quiet_gc() -> None:
 
 
 class WorkerHost(Mortal):
-    """One worker process: several workers of the topology, each with its own queue, server, state and flushes."""
+    """One worker process: several workers of the topology, each with its own queue, state and flushes, served by
+    the process's scheduler (sleep mode) or by a thread each (cpu mode)."""
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
