@@ -33,6 +33,12 @@ def test_sources_and_workers_share_processes_and_stay_exact(ray_session, groupin
     assert [p["workers"] for p in procs] == [[0, 1, 2], [3, 4]]
     assert [sorted(p["sources"]) for p in procs] == [[0, 2], [1]]
     assert len({p["pid"] for p in procs}) == 2 and all(p["peak_rss_mb"] > 0 for p in procs)
+    # each process's scheduler served its sleeping workers as ideal servers: every batch was served at exactly the
+    # configured capacity, and how late each ack left is reported beside it
+    served = sum(row["tuples"] for row in summary["per_worker"])
+    assert sum(e["late_ms"]["count"] for e in summary["ray"]["emulators"]) >= served / spec.batch_size
+    assert all(row["measured_capacity"] == pytest.approx(row["capacity"]) for row in summary["per_worker"])
+    assert summary["headroom"]["ack_late_p99_ms"] == summary["ray"]["ack_late_ms"]["p99"] >= 0.0
     if grouping == "albic":
         version = summary["controller"]["version"]
         assert version >= 1 and summary["ray"]["controller_pushes"] == version

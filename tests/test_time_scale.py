@@ -124,6 +124,17 @@ def test_a_run_bounded_by_the_emulator_suggests_a_time_scale():
     assert suggest_time_scale(1.0, 1.0) == 2.0 and suggest_time_scale(8.0, 3.0) == 32.0
 
 
+def test_acks_that_leave_late_make_the_engine_the_bottleneck():
+    # the rate was delivered, but the workers' acks left up to 40 ms after their batches were done, against a p99
+    # latency of 60 ms: credits and feedback came back late, so the latency is partly the emulator's
+    room = _room(ack_late_p99_ms=40.0, latency_p99_ms=60.0)
+    assert room["bottleneck"] == "engine" and "acks left up to 40 ms" in room["note"]
+    assert room["ack_late_p99_ms"] == 40.0 and room["suggested_time_scale"] == 4.0
+    # a few milliseconds late, or small against the run's own latency, bounds nothing
+    assert _room(ack_late_p99_ms=5.0, latency_p99_ms=60.0)["bottleneck"] == "none"
+    assert _room(ack_late_p99_ms=40.0, latency_p99_ms=1000.0)["bottleneck"] == "none"
+
+
 def test_the_default_core_share_keeps_the_workers_within_the_cpu_budget():
     deployment = TopologySpec(workers=4, capacities=(1.0, 1.0, 0.3, 0.3))
     share, why = core_share(deployment, 2.0)
