@@ -120,7 +120,7 @@ class WorkerHost(Mortal):
         if self.delay_s:  # on the wire for one delay first
             self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._queue, frame, sent, done)
         elif self.scheduler is not None:
-            self.scheduler.deliver(frame, sent, done)
+            self.scheduler.deliver(partial(self._queue, frame, sent, done))
         else:
             self._queue(frame, sent, done)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -25,7 +26,7 @@ class Scheduler:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._woken: list[int] = []  # idle workers that got work from another thread since the last look
-        self._frames: list[tuple] = []  # (frame, sent, done) to queue
+        self._frames: list[Callable[[], None]] = []  # frames to queue, each as the call that queues it
         self._mine: list[int] = []  # idle workers that got work from this thread
         self._ident: int | None = None
         self.workers: dict[int, Any] = {}
@@ -35,10 +36,11 @@ class Scheduler:
         self.workers = workers
         threading.Thread(target=self._run, name="scheduler", daemon=True).start()
 
-    def deliver(self, frame: Any, sent: float, done: Any) -> None:
-        """A frame of buffers for this process's workers (from any thread); `done(ack)` answers each one."""
+    def deliver(self, queue: Callable[[], None]) -> None:
+        """A frame of buffers for this process's workers (from any thread): `queue()`, called on the scheduler's
+        thread, puts its buffers in their workers' queues."""
         with self._cond:
-            self._frames.append((frame, sent, done))
+            self._frames.append(queue)
             if len(self._frames) == 1 and not self._woken:
                 self._cond.notify()
 
@@ -65,9 +67,8 @@ class Scheduler:
                         self._cond.wait(timeout)
                 woken, self._woken = self._woken, []
                 frames, self._frames = self._frames, []
-            for frame, sent, done in frames:
-                for w, batch_id, tuples, values in frame.buffers():
-                    self.workers[w].enqueue(frame.source, batch_id, tuples, values, sent, done)
+            for queue in frames:
+                queue()
             woken += self._mine
             self._mine = []
             for w in woken:
