@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
 from spark.analyze import PERCENTS, WINDOWS_PER_RUN, nice_window  # noqa: E402
-from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE  # noqa: E402
+from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE  # noqa: E402
 
 QS = [p / 100 for p in PERCENTS]
 
@@ -45,7 +45,7 @@ def synthesize(directory: Path, rows: int, workers: int, seed: int = 7) -> None:
     arrival = np.sort(rng.uniform(0.0, rows / 100_000, rows))  # 100k tuples/s
     latency = rng.lognormal(mean=0.5, sigma=1.2, size=rows) / capacities[worker]
     finish = arrival + latency / 1e3
-    latency_ms = (finish - arrival) * 1e3  # exactly as topo.metrics computes it
+    latency_ms = (finish - arrival) * 1e3  # exactly as topo.results.metrics computes it
     pq.write_table(pa.table({
         "seq": pa.array(np.arange(rows), pa.int64()), "source": pa.array(np.arange(rows) % 2, pa.int32()),
         "worker": pa.array(worker), "arrival_s": pa.array(arrival), "finish_s": pa.array(finish),

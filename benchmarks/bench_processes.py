@@ -20,7 +20,7 @@ import time
 
 import psutil
 
-from topo.dataset import load_stream
+from topo.data.dataset import load_stream
 from topo.ray_engine import run_ray
 from topo.sim import simulate
 from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, TopologySpec

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topo.dataset import load_stream
+from topo.data.dataset import load_stream
 from topo.ray_engine import run_ray
 from topo.ray_engine.protocol import WIRE
 from topo.sim import simulate

@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 
-from topo.dataset import load_stream
+from topo.data.dataset import load_stream
 from topo.sim import simulate
 from topo.spec import TopologySpec
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from experiments.common import against_paper, markdown_table, pyplot, run, series, write_csv
 from experiments.registry import register
-from topo.metrics import RunResult
+from topo.results.metrics import RunResult
 from topo.schedule import Change
 from topo.spec import TopologySpec
 

@@ -17,7 +17,7 @@ from experiments.common import against_paper, markdown_table, pyplot, write_csv
 from experiments.registry import register
 from groupings import collocation, flux, milp
 from groupings.hashing import seeded_hashes
-from topo.zipf import zipf_pmf
+from topo.data.zipf import zipf_pmf
 
 TOPK_SALT, GLOBAL_SALT, GEO_SALT = 0x544F504B, 0x474C4F42, 0x47454F48  # each stage keys by its own hash
 CELLS = 1000  # GeoHash cells

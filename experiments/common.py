@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from topo.dataset import load_stream
-from topo.metrics import RunResult
+from topo.data.dataset import load_stream
+from topo.data.streams import Stream
+from topo.results.metrics import RunResult
 from topo.sim import simulate
 from topo.spec import TopologySpec
-from topo.streams import Stream
 
 _STREAMS: dict[str, Stream] = {}
 

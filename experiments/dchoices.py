@@ -19,7 +19,7 @@ import groupings
 from experiments.common import markdown_table, pyplot, write_csv
 from experiments.registry import register
 from experiments.routing import TRACE_P1, excess_share, pairs, route_stream, trace_z, zipf_stream
-from topo.zipf import zipf_pmf
+from topo.data.zipf import zipf_pmf
 
 SOURCES = 5  # the paper's s
 SCHEMES = ("pkg", "dc", "wc", "rr")

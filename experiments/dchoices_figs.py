@@ -21,10 +21,10 @@ from experiments.registry import register
 from experiments.routing import SEED as ROUTE_SEED
 from experiments.routing import TRACE_P1, excess_share, loads, route_stream, trace_z, zipf_stream
 from groupings.compiled.catalog import greedy_d
+from topo.data.streams import Stream
+from topo.data.streamspec import epoch_offsets
+from topo.data.zipf import zipf_pmf
 from topo.model.inputs import source_seed, source_share
-from topo.streams import Stream
-from topo.streamspec import epoch_offsets
-from topo.zipf import zipf_pmf
 
 SEED = 3  # stream seed, as experiments.dchoices
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from experiments.common import markdown_table, pyplot, run, stream, write_csv
 from experiments.registry import register
-from topo.metrics import RunResult
+from topo.results.metrics import RunResult
 from topo.spec import RAY_TRANSIT_MS, TopologySpec
 
 GROUPINGS = ("kg", "pkg", "sg", "dc", "wc")

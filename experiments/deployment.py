@@ -6,7 +6,7 @@ from pathlib import Path
 
 from experiments.common import against_paper, markdown_table, pyplot, stream, write_csv
 from experiments.registry import register
-from topo.metrics import RunResult
+from topo.results.metrics import RunResult
 from topo.spec import TopologySpec
 
 CAPACITIES = (1.0, 1.0, 0.3, 0.3)  # two workers capped at 30%, as the paper's cpulimit on two executors

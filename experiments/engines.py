@@ -12,7 +12,7 @@ from pathlib import Path
 
 from experiments.common import against_paper, markdown_table, pyplot, stream, write_csv
 from experiments.registry import register
-from topo.headroom import EMULATOR
+from topo.results.headroom import EMULATOR
 from topo.sim import simulate
 from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, TopologySpec
 

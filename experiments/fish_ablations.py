@@ -39,8 +39,8 @@ from experiments.registry import register
 from experiments.routing import DRIFT_SOURCES as SOURCES
 from experiments.routing import drift_spec, replication, route
 from groupings.dchoices import find_optimal_choices
+from topo.data.zipf import zipf_pmf
 from topo.spec import TopologySpec
-from topo.zipf import zipf_pmf
 
 LOAD = 0.9  # of total capacity, as fish-drift's 85%: near saturation, so overloads show as execution time
 DC_EPS = 1e-4  # the dc grouping's default imbalance target for FindOptimalChoices

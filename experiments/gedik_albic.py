@@ -13,7 +13,7 @@ from experiments.registry import register
 from groupings import flux, milp
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost
-from topo.zipf import zipf_pmf
+from topo.data.zipf import zipf_pmf
 
 # --- Gedik (000), Fig. 4: imbalance and migration against the Zipf exponent -----------------------------------------
 

@@ -21,7 +21,7 @@ from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost
 from groupings.adaptive.gedik_function import PartitioningFunction, Ring, consistent_only, make_ring
 from groupings.hashing import seeded_hashes
-from topo.zipf import zipf_pmf
+from topo.data.zipf import zipf_pmf
 
 REPLICAS = 1000  # ring points per channel, the paper's setting and the gedik strategy's default
 

@@ -12,7 +12,7 @@ from experiments.partitioning import grow_steps
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost
-from topo.zipf import zipf_pmf
+from topo.data.zipf import zipf_pmf
 
 RESOURCE_SETS = ("CCL", "LCL", "LLL", "LQL")  # beta_s beta_c beta_n, as in the paper's Table 1
 HASHES = ("uniform", "consistent")

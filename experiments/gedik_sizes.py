@@ -18,7 +18,7 @@ from experiments.gedik_figs import ALPHAS, zipf_keys
 from experiments.registry import register
 from groupings.adaptive import gedik_cost as gcost
 from groupings.lossy import LossyCounter
-from topo.zipf import zipf_rank_index
+from topo.data.zipf import zipf_rank_index
 
 EPS_SHARE = 0.1  # lossy counting error as a share of delta: the gedik strategy's default (Manku-Motwani's s/10)
 

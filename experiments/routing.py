@@ -16,9 +16,9 @@ from scipy.optimize import brentq
 import groupings
 from experiments.adaptive import WP_LIKE
 from experiments.common import stream
+from topo.data.streams import Stream
+from topo.data.zipf import zipf_p1
 from topo.model.inputs import source_seed, source_share
-from topo.streams import Stream
-from topo.zipf import zipf_p1
 
 SEED = 7  # the run seed of every routing-only experiment
 TRACE_P1 = {"WP": 0.0932, "TW": 0.0267}  # p1 of the papers' Wikipedia and Twitter traces

@@ -19,7 +19,7 @@ import numpy as np
 
 from experiments.common import markdown_table, pyplot, stream, words_stream, write_csv
 from experiments.registry import register
-from topo.headroom import EMULATOR
+from topo.results.headroom import EMULATOR
 from topo.spec import RAY_TRANSIT_MS, TopologySpec
 
 COST_MS = 1.0

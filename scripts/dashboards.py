@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
-from topo.dashboards import main  # noqa: E402
+from topo.results.dashboards import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,7 +10,7 @@ latency histogram per worker, one per time window, and tuples per window and wor
 few latencies that exact percentiles need (`analyze_quantiles`). Everything after that is pandas on tables of a
 few rows per run, worker, window and bucket (`analyze_tables`).
 
-Time is measured from each run's first arrival, the origin of the run summary (`topo.metrics.summarize`), and
+Time is measured from each run's first arrival, the origin of the run summary (`topo.results.metrics.summarize`), and
 percentiles (overall, per worker, per window) are exact, computed like the summary's (numpy's linear
 interpolation).
 """

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from spark.analyze import window_plan
     from spark.analyze_inputs import load_runs
-    from topo.rundir import atomic_run_dir, check_destination
+    from topo.results.rundir import atomic_run_dir, check_destination
 
     args = build_parser().parse_args(argv)
     runs = load_runs(args.run_dirs)  # every input problem surfaces here, before Spark starts

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from topo.rundir import LATENCY_COLUMNS, LATENCY_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
+from topo.results.rundir import LATENCY_COLUMNS, LATENCY_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
 
 UNREAD = {"seq", "source"}  # the analysis never reads these: their type is checked, their values are not
-# the summary keys the analysis reads (a subset of topo.rundir.SUMMARY_KEYS)
+# the summary keys the analysis reads (a subset of topo.results.rundir.SUMMARY_KEYS)
 SUMMARY_KEYS = ("grouping", "engine", "workers", "tuples_processed", "latency_ms", "imbalance", "replication",
                 "per_worker", "exact")
 

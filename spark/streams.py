@@ -1,10 +1,10 @@
-"""Spark job that precomputes generated stream datasets (zipf, drift, words) in the format of `topo.dataset`.
+"""Spark job that precomputes generated stream datasets (zipf, drift, words) in the format of `topo.data.dataset`.
 
 The driver cuts [0, messages) into one seq range per part and Spark runs one task per range. A task samples its
 range with the seeded block sampler (so any number of parts, on any machines, gives the same stream), writes its
 own `part-NNNNN.parquet` with pyarrow into the output directory and returns its key counts; Spark reduces those
 counts, from which the driver writes `_meta.json`. On a cluster the output directory must be on a filesystem
-every executor can write to. The output is written whole or not at all (`topo.rundir.atomic_run_dir`).
+every executor can write to. The output is written whole or not at all (`topo.results.rundir.atomic_run_dir`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import pyarrow.parquet as pq
 
 from spark.streams_arrivals import Arrivals
 from spark.streams_keys import PermutedDrift, SpecKeys, WordKeys
-from topo.dataset import FORMAT_VERSION, META_FILE
-from topo.rundir import atomic_run_dir, check_destination
-from topo.streams import key_stats
-from topo.streamspec import StreamError
+from topo.data.dataset import FORMAT_VERSION, META_FILE
+from topo.data.streams import key_stats
+from topo.data.streamspec import StreamError
+from topo.results.rundir import atomic_run_dir, check_destination
 
 PART_MESSAGES = 1 << 22  # default parts hold at most about this many messages (a few hundred MB in a task)
 KeyGenerator = SpecKeys | PermutedDrift | WordKeys

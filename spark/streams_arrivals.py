@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo.streamspec import StreamError
+from topo.data.streamspec import StreamError
 
 ARRIVAL_STREAM = 3  # spawn-key prefix, distinct from the key sampler's (0, 1) and the drift permutation's (2)
 BLOCK = 1 << 16  # messages per independently seeded block of arrival times

@@ -16,8 +16,8 @@ from pathlib import Path
 from spark.cli import JobFailed, Parser, UsageError, log_note, run_main, spark_log
 from spark.session import first_line
 from spark.streams_arrivals import MODES, Arrivals
+from topo.data.streamspec import StreamError
 from topo.spec import SpecError
-from topo.streamspec import StreamError
 
 PROG = "make_stream.py"
 
@@ -46,7 +46,7 @@ def _whole(text: str) -> int:
 EPILOG = """\
 output: a directory of part-NNNNN.parquet files (columns seq int64, key string, optional ts float64 seconds,
 optional value) and _meta.json (generator, parameters, seed, messages, distinct keys, p1, top keys, arrivals,
-partitions); load it with topo.dataset.load_stream(DIR) or run_topology.py --stream DIR. The same seed gives
+partitions); load it with topo.data.dataset.load_stream(DIR) or run_topology.py --stream DIR. The same seed gives
 the same stream for any --partitions and any --master.
 
 exit status: 0 done, 2 a usage or input error (one line on stderr, nothing written), 1 Spark could not start
@@ -143,7 +143,7 @@ def _job(args: argparse.Namespace, arrivals: Arrivals) -> Callable:
     """Check the subcommand's own options (no Spark yet) and return the job, a function of the session."""
     from spark.streams import generate
     from spark.streams_keys import PermutedDrift, SpecKeys, word_keys
-    from topo.streams import parse_stream_spec
+    from topo.data.streams import parse_stream_spec
 
     common = {"out": args.out, "partitions": args.partitions, "arrivals": arrivals, "overwrite": args.overwrite}
     if args.command in ("zipf", "drift"):
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from spark.streams import check_partitions
-    from topo.rundir import check_destination
+    from topo.results.rundir import check_destination
 
     args = build_parser().parse_args(argv)
     started = time.perf_counter()

@@ -29,8 +29,8 @@ from spark.streams import (
     write_meta,
 )
 from spark.streams_arrivals import Arrivals
-from topo.rundir import atomic_run_dir, check_destination
-from topo.streamspec import StreamError
+from topo.data.streamspec import StreamError
+from topo.results.rundir import atomic_run_dir, check_destination
 
 FORMATS = ("csv", "tsv", "json")
 CORRUPT = "_corrupt_record"
@@ -304,7 +304,7 @@ def _messages(src: ImportSource, df, kinds: dict[int, str]):
 
 
 def _key_stats(messages) -> dict:
-    """messages, distinct_keys, p1 and top_keys (ties in key order, as `topo.streams.key_stats`), by Spark."""
+    """messages, distinct_keys, p1 and top_keys (ties in key order, as `topo.data.streams.key_stats`), by Spark."""
     from pyspark.sql import functions as F
 
     counts = messages.groupBy("_key").count()

@@ -1,6 +1,6 @@
 """Key generators of the stream datasets: pure numpy functions of a seq range, so any split gives the same stream.
 
-Every generator turns the seeded block uniforms of `topo.streamspec.block_uniforms` into key ids:
+Every generator turns the seeded block uniforms of `topo.data.streamspec.block_uniforms` into key ids:
 - `SpecKeys`: `zipf` and `drift` (rotate), exactly the sampler of the inline specs;
 - `PermutedDrift`: `drift` whose ranking is a fresh pseudo-random permutation of the key ids in every interval of
   `shift_every` messages (the drift of the FISH and D-Choices datasets), drawn by a keyed Feistel network so a
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo.streams import StreamSpec, key_names, sample_key_ids, spec_meta
-from topo.streamspec import StreamError, block_uniforms
-from topo.zipf import zipf_p1, zipf_rank_index
+from topo.data.streams import StreamSpec, key_names, sample_key_ids, spec_meta
+from topo.data.streamspec import StreamError, block_uniforms
+from topo.data.zipf import zipf_p1, zipf_rank_index
 
-PERMUTE_STREAM = 2  # spawn-key prefix; 0 and 1 are the rank uniforms and rotation offsets of topo.streamspec
+PERMUTE_STREAM = 2  # spawn-key prefix; 0 and 1 are the rank uniforms and rotation offsets of topo.data.streamspec
 FEISTEL_ROUNDS = 6  # Luby-Rackoff: four rounds already make a strong pseudo-random permutation
 WORDLISTS = ("small", "large", "best")
 

@@ -8,7 +8,7 @@ import pytest
 from ahead import AHEAD
 
 import groupings
-from topo.dataset import load_stream
+from topo.data.dataset import load_stream
 from topo.runner import prepare
 from topo.sim import simulate
 from topo.spec import TopologySpec

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from side_by_side import chosen, run_all, script
 
-from topo.advice import pareto_front, rank, sort_key
+from topo.cli.advice import pareto_front, rank, sort_key
 
 ROOT = Path(__file__).resolve().parents[1]
 FIG8 = ["--stream", "zipf:z=1.0224,keys=100000,messages=12000,seed=7", "--seed", "3"]  # Fig. 8: 10 workers, 80%

@@ -25,7 +25,7 @@ GROUPINGS = ("kg", "pkg", "cg")
 @pytest.fixture(scope="module")
 def run_dirs(tmp_path_factory) -> list[Path]:
     """Three simulator runs (kg, pkg, cg) of the same stream on heterogeneous workers."""
-    from topo.cli import main
+    from topo.cli.run import main
 
     root = tmp_path_factory.mktemp("runs")
     for grouping in GROUPINGS:

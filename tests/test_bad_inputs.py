@@ -43,7 +43,7 @@ def _with_column(path: Path, name: str, change) -> None:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> Path:
     """Every bad input of the table, built once: datasets, files, and broken copies of a real run directory."""
-    from topo.cli import main
+    from topo.cli.run import main
 
     root = tmp_path_factory.mktemp("inputs")
     _dataset(root / "truncated", GOOD)

@@ -10,11 +10,11 @@ import time
 import pytest
 import ray
 
+from topo.data.streams import stream_from_spec
 from topo.errors import RunFailed
 from topo.ray_engine import driver, run_ray, watch
 from topo.ray_engine.mortal import until_back
 from topo.spec import TopologySpec
-from topo.streams import stream_from_spec
 
 STREAM = "zipf:z=1.0,keys=2000,messages=16000,seed=3"
 RATE = 4000.0  # tuples/s: the run lasts about 4 s, half the workers' capacity

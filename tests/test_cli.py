@@ -114,7 +114,7 @@ REFUSED = [
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case):
     """In process, through run_topology.py's own entry point (tests/test_bad_inputs.py starts the script itself
     for the inputs only a process shows)."""
-    from topo.cli import main
+    from topo.cli.run import main
 
     args, fragment = REFUSED[case]
     out = tmp_path / "run"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from topo import dashboards as dash
-from topo import grafana
-from topo.metric_names import HISTOGRAM, METRICS
+from topo.results import dashboards as dash
+from topo.results import grafana
+from topo.results.metric_names import HISTOGRAM, METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAFANA_DIR = ROOT / "clusters" / "grafana"
@@ -231,7 +231,7 @@ class socket_closed_port:  # noqa: N801 - used as a context manager
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from topo.cli import main as run_topology
+    from topo.cli.run import main as run_topology
 
     out = tmp_path_factory.mktemp("runs") / "cg-sim"
     assert run_topology(["--engine", "sim", "--grouping", "cg", "--stream",

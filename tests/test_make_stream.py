@@ -15,9 +15,9 @@ from spark.streams import generate
 from spark.streams_arrivals import BLOCK, Arrivals, poisson_times
 from spark.streams_import import ImportSource, import_stream
 from spark.streams_keys import PermutedDrift, SpecKeys, permute_ids, word_keys
-from topo.dataset import load_stream, read_dataset
-from topo.streams import StreamError, parse_stream_spec, stream_from_spec
-from topo.zipf import zipf_p1
+from topo.data.dataset import load_stream, read_dataset
+from topo.data.streams import StreamError, parse_stream_spec, stream_from_spec
+from topo.data.zipf import zipf_p1
 
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "make_stream.py"

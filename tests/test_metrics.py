@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from contract import LATENCY_KEYS, SUMMARY_KEYS, WORKER_KEYS
 
-from topo import rundir
-from topo.metrics import (
+from topo.results import rundir
+from topo.results.metrics import (
     RunResult,
     TupleLog,
     WorkerTimeline,
@@ -21,7 +21,7 @@ from topo.metrics import (
     timeseries,
     write_outputs,
 )
-from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
+from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 CONTRACT = SUMMARY_KEYS
 

@@ -1,9 +1,9 @@
 """`--metrics-port`: a real run on Ray, scraped by a real Prometheus, queried through its HTTP API.
 
 The topology runs in a subprocess (one pytest process holds one Ray, and the metrics export port is chosen when
-Ray starts); Prometheus scrapes it every second. Every metric of `topo.metric_names.METRICS` must have data with
+Ray starts); Prometheus scrapes it every second. Every metric of `topo.results.metric_names.METRICS` must have data with
 its labels, the latency percentiles must agree with summary.json within the histogram's bucket resolution, and
-every dashboard query (`topo.dashboards.all_queries`, when that module exists) must return data. While the run
+every dashboard query (`topo.results.dashboards.all_queries`, when that module exists) must return data. While the run
 lasts, its processes must listen on loopback only (nothing unauthenticated open beyond it on a local run).
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from sockets import READABLE, is_loopback, listening, tree
 
-from topo.metric_names import HISTOGRAM, LATENCY_BUCKETS_MS, METRICS
+from topo.results.metric_names import HISTOGRAM, LATENCY_BUCKETS_MS, METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = "obs-run"
@@ -249,7 +249,7 @@ def test_latency_percentiles_agree_with_the_summary(prometheus, run):
 
 
 def test_dashboard_queries_have_data(prometheus, run):
-    from topo import grafana
+    from topo.results import grafana
 
     _, start, end = run
     empty = [q for q in grafana.all_queries(RUN) if not prometheus.query_range(q, start, end)]

@@ -15,10 +15,10 @@ import groupings
 from groupings.adaptive.kafka_adaptive import next_channel
 from groupings.feedback import AckReport
 from groupings.reference import py_grouping
-from topo.dataset import load_stream
+from topo.data.dataset import load_stream
+from topo.data.streams import StreamArrays
 from topo.sim import simulate
 from topo.spec import CLI_BATCH_SIZE, TopologySpec
-from topo.streams import StreamArrays
 
 
 class Counting:

@@ -9,18 +9,17 @@ import numpy as np
 import pytest
 
 from groupings.hashing import hash_keys
-from topo import work_cgroup
-from topo.metrics import RunResult
+from topo.data.streams import StreamArrays
 from topo.model import WindowMeter
-from topo.ray_engine import run_ray
+from topo.ray_engine import run_ray, work_cgroup
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.driver import check_supported, parse_chaos
 from topo.ray_engine.protocol import Flush, batch_log, concat_logs
+from topo.ray_engine.work_cgroup import cgroup_quota_possible
+from topo.results.metrics import RunResult
 from topo.schedule import Change
 from topo.sim import simulate
 from topo.spec import SpecError, TopologySpec
-from topo.streams import StreamArrays
-from topo.work_cgroup import cgroup_quota_possible
 
 # its Ray runs are held to the simulator's throughput and to their configured capacities
 pytestmark = pytest.mark.timing

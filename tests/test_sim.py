@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupings.feedback import AckReport
-from topo.events import Kernel
+from topo.data.streams import StreamArrays
 from topo.model.inputs import arrival_times, source_seed
 from topo.sim import simulate
+from topo.sim.events import Kernel
 from topo.spec import TopologySpec
-from topo.streams import StreamArrays
 
 MS = 1e-3
 
@@ -488,7 +488,7 @@ def test_a_million_messages_over_ten_workers():
 
 
 def test_registered_groupings_run_deterministically_on_a_loaded_stream():
-    from topo.dataset import load_stream
+    from topo.data.dataset import load_stream
 
     data = load_stream("zipf:z=1.2,keys=500,messages=20000,seed=3")
     spec = TopologySpec(grouping="potc", workers=4, sources=3, cost_ms=0.05, rate=50_000.0, seed=11)

@@ -8,11 +8,11 @@ import pytest
 
 from groupings.control import Controller
 from groupings.feedback import AckReport, WorkerReport
-from topo.metrics import TupleLog, aggregation_cost
+from topo.data.streams import StreamArrays
+from topo.results.metrics import TupleLog, aggregation_cost
 from topo.schedule import Change, parse_capacity_schedule, parse_scale_schedule
 from topo.sim import simulate
 from topo.spec import SpecError, TopologySpec
-from topo.streams import StreamArrays
 
 
 class RoundRobin:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from topo.dataset import load_stream
+from topo.data.dataset import load_stream
 from topo.sim import simulate
 from topo.spec import RAY_TRANSIT_MS, SpecError, TopologySpec
 

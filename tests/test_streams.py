@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupings.hashing import hash_keys
-from topo.dataset import load_stream, write_dataset
-from topo.streams import (
+from topo.data.dataset import load_stream, write_dataset
+from topo.data.streams import (
     BLOCK,
     Stream,
     StreamError,
@@ -22,8 +22,8 @@ from topo.streams import (
     parse_stream_spec,
     sample_key_ids,
 )
-from topo.streamspec import epoch_offsets
-from topo.zipf import zipf_pmf
+from topo.data.streamspec import epoch_offsets
+from topo.data.zipf import zipf_pmf
 
 ZIPF = {"z": 1.1, "keys": 5000, "seed": 42}
 DRIFT = {"z": 1.1, "keys": 5000, "shift_every": 30_000, "seed": 42}

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from groupings.control import MigrationLog
-from topo.headroom import EMULATOR, HOST, headroom, suggest_time_scale
 from topo.ray_engine.dilation import shrink, stretch, stretch_events
 from topo.ray_engine.outputs import Collected
+from topo.ray_engine.work import CPU_BUDGET, MAX_CORE_SHARE, core_share
+from topo.results.headroom import EMULATOR, HOST, headroom, suggest_time_scale
 from topo.schedule import MESSAGES, SECONDS, Change
 from topo.spec import SpecError, TopologySpec
-from topo.work import CPU_BUDGET, MAX_CORE_SHARE, core_share
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,8 +154,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_simulator_divides_its_transit_by_k():
+    from topo.data.streams import StreamArrays
     from topo.sim import simulate
-    from topo.streams import StreamArrays
 
     stream = StreamArrays(np.arange(2000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     spec = TopologySpec(grouping="sg", workers=2, sources=1, cost_ms=0.0, rate=1000.0, transit_ms=8.0,

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from topo import work_cgroup
-from topo.work import (
+from topo.ray_engine import work_cgroup
+from topo.ray_engine.work import (
     CATCHUP_S,
     SLACK_S,
     ServiceEmulator,

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from topo.dataset import load_stream
-from topo.streamspec import block_uniforms, epoch_offsets, sample_key_ids
-from topo.zipf import zipf_cdf, zipf_p1, zipf_pmf, zipf_rank_index
+from topo.data.dataset import load_stream
+from topo.data.streamspec import block_uniforms, epoch_offsets, sample_key_ids
+from topo.data.zipf import zipf_cdf, zipf_p1, zipf_pmf, zipf_rank_index
 
 
 def _within(observed: float, p: float, n: int, sds: float = 5.0) -> bool:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import groupings
 import operators
-from topo.dataset import find_stream, load_stream
-from topo.metrics import RunResult, write_outputs
-from topo.rundir import SPEC_FILE
+from topo.data.dataset import find_stream, load_stream
+from topo.data.streams import Stream, StreamError
+from topo.results.metrics import RunResult, write_outputs
+from topo.results.rundir import SPEC_FILE
 from topo.spec import SpecError, TopologySpec
-from topo.streams import Stream, StreamError
 
 CONNECT_TIMEOUT_S = 3.0  # how long check_address waits for a Ray cluster's port to accept a connection
 
@@ -168,7 +168,7 @@ def write_run(result: RunResult, directory: Path, plots: bool = True, spec: Topo
     if spec is not None:
         (directory / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(spec), indent=2) + "\n")
     if plots:
-        from topo import plots as p
+        from topo.results import plots as p
 
         ts = {name: result.timeseries.column(name).to_numpy() for name in result.timeseries.column_names}
         p.latency_cdf(directory / "latency_cdf.png", result.log.latency_ms, result.log.worker, result.summary)

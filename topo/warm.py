@@ -12,10 +12,10 @@ import sys
 import time
 
 import groupings
-from topo import work_cpu
+from topo.data.streams import stream_from_spec
+from topo.ray_engine import work_cpu
 from topo.sim import simulate
 from topo.spec import TopologySpec
-from topo.streams import stream_from_spec
 
 # long enough in simulated time (about 3 s at this rate) for the controllers of gedik and albic to step
 STREAM = "zipf:z=1.2,keys=2000,messages=8000,seed=1"

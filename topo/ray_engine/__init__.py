@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from topo.metrics import RunResult
+    from topo.results.metrics import RunResult
     from topo.spec import TopologySpec
 
 

@@ -136,7 +136,7 @@ def pilot_stream(spec: TopologySpec, stream: Any, k: float = 1.0) -> Any:
 
 def prefix(stream: Any, n: int) -> Any:
     """The first `n` messages of `stream` (all of it if it has fewer)."""
-    from topo.streams import StreamArrays
+    from topo.data.streams import StreamArrays
 
     n = min(stream.messages, n)
     ts, values = getattr(stream, "ts", None), getattr(stream, "values", None)
@@ -150,7 +150,7 @@ def choose_time_scale(spec: TopologySpec, stream: Any, run: Any, say: Any = None
     host; each try that is jumps to at least the K its verdict suggests. `run(spec, stream)` runs one pilot;
     `say(line)` reports each. Returns K and the record of the choice (every pilot's K, verdict, delivered share
     and tuples, and why)."""
-    from topo.headroom import EMULATOR
+    from topo.results.headroom import EMULATOR
 
     duration = None if spec.duration is None else min(spec.duration, PILOT_S)
     k, pilots = 1.0, []

@@ -23,7 +23,6 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import groupings
 from topo.chaos import KILL_AGGREGATOR, KILL_CONTROLLER, KILL_SOURCE, KILL_WORKER, check_events, label, resolve_any
-from topo.metrics import RunResult
 from topo.model.inputs import arrival_times
 from topo.ray_engine import local
 from topo.ray_engine.aggregator import Aggregator
@@ -36,11 +35,12 @@ from topo.ray_engine.mortal import until_back
 from topo.ray_engine.outputs import Collected, build_result
 from topo.ray_engine.source import Source
 from topo.ray_engine.watch import POLL_S, Watch, final_result
+from topo.ray_engine.work import core_share
+from topo.ray_engine.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota, worker_quota
 from topo.ray_engine.worker import DEFAULT_FLUSH_S
+from topo.results.metrics import RunResult
 from topo.schedule import MESSAGES
 from topo.spec import SpecError, TopologySpec
-from topo.work import core_share
-from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota, worker_quota
 
 START_TIMEOUT_S = 60.0  # actors that cannot be placed within this fail the run instead of hanging it
 START_LEAD_S = 0.2  # sources start together this long after they are told to
@@ -284,7 +284,7 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
     address joins an existing cluster ("auto") instead of starting a local Ray; work is how a worker spends a
     tuple's service time ("sleep" or "cpu"); chaos lists kill-worker events; placement names one custom
     resource per worker to pin it to the nodes that offer it. metrics_port exports Prometheus metrics
-    (`topo.metric_names`) on 127.0.0.1:metrics_port while the run lasts, every series labelled run=`run_id`
+    (`topo.results.metric_names`) on 127.0.0.1:metrics_port while the run lasts, every series labelled run=`run_id`
     (default: a random id); None records no metrics at all.
     """
     check_supported(spec, work)

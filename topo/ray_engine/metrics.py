@@ -1,4 +1,4 @@
-"""Prometheus metrics of a running topology, through `ray.util.metrics` (the names are `topo.metric_names`).
+"""Prometheus metrics of a running topology, through `ray.util.metrics` (the names are `topo.results.metric_names`).
 
 Off unless the run has a metrics port: then the driver starts Ray with `_metrics_export_port` and hands every
 actor a `MetricsContext` (the run id and grouping, the labels every series carries); each actor builds its own
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo.metric_names import COUNTER, GAUGE, LATENCY_BUCKETS_MS, METRICS
+from topo.results.metric_names import COUNTER, GAUGE, LATENCY_BUCKETS_MS, METRICS
 
 LATENCY_SAMPLE_EVERY = 10  # the latency histogram observes every 10th tuple served (per worker)
 VIRTUAL_EVERY_S = 0.5  # how often a source exports its grouping's virtual workers

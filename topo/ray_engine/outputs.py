@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 
 import operators
-from topo.extras import batch_table, run_extras
-from topo.metrics import RunResult, TupleLog
-from topo.outcome import distinct_keys_per_worker, run_result
+from topo.results.extras import batch_table, run_extras
+from topo.results.metrics import RunResult, TupleLog
+from topo.results.outcome import distinct_keys_per_worker, run_result
 from topo.spec import TopologySpec
 
 

@@ -32,8 +32,8 @@ from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import Mortal, until_back
 from topo.ray_engine.protocol import Ack, Flush, epoch_of, served_log
 from topo.ray_engine.scheduler import Scheduler
+from topo.ray_engine.work import ServiceEmulator, ideal_finish, sleep_until, spread_ms
 from topo.spec import TopologySpec
-from topo.work import ServiceEmulator, ideal_finish, sleep_until, spread_ms
 
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
 FROM_REGISTRY = object()  # a Worker built without its delegation looks it up itself

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from topo.streams import Stream, key_stats, spec_meta, stream_from_spec
-from topo.streamspec import StreamError, StreamSpec, is_inline_spec, key_names, parse_stream_spec
+from topo.data.streams import Stream, key_stats, spec_meta, stream_from_spec
+from topo.data.streamspec import StreamError, StreamSpec, is_inline_spec, key_names, parse_stream_spec
 
 META_FILE = "_meta.json"
 PART_GLOB = "part-*.parquet"

@@ -2,7 +2,7 @@
 
 Each grouping runs exactly as `run_topology.py --engine sim` would run it with the same options (same spec, same
 seed, so the same numbers), in parallel processes. The summaries are ranked by the chosen objective
-(`topo.advice`), and the directory written holds `advice.md`, `advice.json` (`{"objective": ..., "ranking":
+(`topo.cli.advice`), and the directory written holds `advice.md`, `advice.json` (`{"objective": ..., "ranking":
 [run summaries, best first]}`), `pareto.png`, and each grouping's own run directory under `runs/`.
 `--confirm K` reruns the top K on Ray actors and sets both engines side by side.
 """
@@ -18,8 +18,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from topo import advice
-from topo.cli import (
+from topo.cli import advice
+from topo.cli.run import (
     DEFAULT_LOAD,
     HelpFormatter,
     Parser,
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from datetime import datetime, timezone
 
-    from topo.rundir import atomic_run_dir, check_destination
+    from topo.results.rundir import atomic_run_dir, check_destination
 
     args = build_parser().parse_args(argv)
     specs = _specs(args)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from groupings.control import MigrationLog
-from topo.metrics import TupleLog, active_seconds, effective_capacities
+from topo.results.metrics import TupleLog, active_seconds, effective_capacities
 
 
 def scaling_extras(log: TupleLog, active_history: Sequence[tuple[float, int]],

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo.zipf import MAX_KEYS, zipf_rank_index
+from topo.data.zipf import MAX_KEYS, zipf_rank_index
 
 BLOCK = 1 << 16  # messages per independently seeded block of uniforms
 GENERATORS = {

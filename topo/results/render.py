@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from topo.grafana import PANELS
-from topo.metric_names import LATENCY_BUCKETS_MS
-from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
+from topo.results.grafana import PANELS
+from topo.results.metric_names import LATENCY_BUCKETS_MS
+from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 
 class RunDirError(ValueError):

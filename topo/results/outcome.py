@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 import operators
-from topo.headroom import attach
-from topo.metrics import RunResult, TupleLog, effective_capacities, summarize, timelines, timeseries
+from topo.results.headroom import attach
+from topo.results.metrics import RunResult, TupleLog, effective_capacities, summarize, timelines, timeseries
 from topo.spec import TopologySpec
 
 

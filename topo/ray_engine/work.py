@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from topo.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota
+from topo.ray_engine.work_cgroup import apply_cgroup_quota, cgroup_quota_possible, release_cgroup_quota
 
 __all__ = ["CATCHUP_S", "MIN_SLEEP_S", "MODES", "SLACK_S", "ServiceEmulator", "apply_cgroup_quota",
            "cgroup_quota_possible", "ideal_finish", "release_cgroup_quota", "sleep_until", "spread_ms"]
@@ -128,7 +128,9 @@ class ServiceEmulator:
         self._epoch = time.time() - time.perf_counter()
         self._burner = None
         if mode == "cpu" and cost > 0:
-            from topo.work_cpu import Burner  # compiled at import (0.6 s): a sleeping worker's process never needs it
+            from topo.ray_engine.work_cpu import (
+                Burner,  # compiled at import (0.6 s): a sleeping worker's process never needs it
+            )
 
             self._burner = Burner()
         self._deadline = 0.0  # the running deadline: when the last tuple was due (perf_counter seconds)

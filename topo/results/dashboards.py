@@ -1,12 +1,13 @@
-"""`scripts/dashboards.py`: write the Grafana dashboards and provisioning (`topo.grafana`), check them for staleness,
-push them to a Grafana over HTTP, or render their offline PNGs from run directories (`topo.render`).
+"""`scripts/dashboards.py`: write the Grafana dashboards and provisioning (`topo.results.grafana`), check them for
+staleness, push them to a Grafana over HTTP, or render their offline PNGs from run directories
+(`topo.results.render`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from topo.grafana import (
+from topo.results.grafana import (
     DASHBOARDS,
     DEFAULT_METRICS_PORT,
     PANELS,
@@ -16,11 +17,11 @@ from topo.grafana import (
     stale_files,
     write_files,
 )
-from topo.render import RunDirError, load_run, render_runs
+from topo.results.render import RunDirError, load_run, render_runs
 from topo.spec import SpecError
 
 EXIT_USAGE, EXIT_STALE = 2, 1
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "clusters" / "grafana"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "clusters" / "grafana"
 TOKEN_ENV = "GRAFANA_TOKEN"
 
 
@@ -78,7 +79,7 @@ def _owned(out: Path, names: set[str]) -> None:
 
 
 def _write_dir(out: Path, files: dict[str, str] | None = None, runs: list | None = None) -> list[str]:
-    from topo.rundir import atomic_run_dir
+    from topo.results.rundir import atomic_run_dir
 
     names = set(files) if files is not None else {f"{p.key}.png" for p in PANELS}
     _owned(out, names)

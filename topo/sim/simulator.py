@@ -28,21 +28,21 @@ import pyarrow as pa
 
 import groupings
 from groupings.contract import Controller, Partitioner
-from topo.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.extras import batch_table, run_extras
-from topo.metrics import (
+from topo.data.streams import StreamLike
+from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
+from topo.model.control import ControlPeriods, Repartition
+from topo.model.inputs import arrival_times, source_seed, source_share
+from topo.results.extras import batch_table, run_extras
+from topo.results.metrics import (
     RunResult,
     TupleLog,
     aggregation_cost,
 )
-from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
-from topo.model.control import ControlPeriods, Repartition
-from topo.model.inputs import arrival_times, source_seed, source_share
-from topo.outcome import operator_outcome, run_result
-from topo.queueing import Observer, WorkerPool
+from topo.results.outcome import operator_outcome, run_result
 from topo.schedule import MESSAGES, Change
+from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
+from topo.sim.queueing import Observer, WorkerPool
 from topo.spec import TopologySpec
-from topo.streams import StreamLike
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
 

@@ -1,8 +1,8 @@
 """The stream the engines consume: per-message key hashes and dense key ids, built from a spec or a dataset.
 
-`stream_from_spec` samples an inline spec (see `topo.streamspec`); `topo.dataset` reads a dataset directory and
-opens either by name (`topo.dataset.load_stream`). Key ids are dense indices into `key_table`, which is sorted (by
-code point), so the same messages give the same arrays whichever way they were built.
+`stream_from_spec` samples an inline spec (see `topo.data.streamspec`); `topo.data.dataset` reads a dataset
+directory and opens either by name (`topo.data.dataset.load_stream`). Key ids are dense indices into `key_table`,
+which is sorted (by code point), so the same messages give the same arrays whichever way they were built.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from groupings.hashing import hash_keys
-from topo.streamspec import (  # noqa: F401  (re-exported: the public face of streams)
+from topo.data.streamspec import (  # noqa: F401  (re-exported: the public face of streams)
     BLOCK,
     StreamError,
     StreamSpec,
@@ -22,13 +22,13 @@ from topo.streamspec import (  # noqa: F401  (re-exported: the public face of st
     parse_stream_spec,
     sample_key_ids,
 )
-from topo.zipf import zipf_p1, zipf_pmf  # noqa: F401  (re-exported)
+from topo.data.zipf import zipf_p1, zipf_pmf  # noqa: F401  (re-exported)
 
 TOP_KEYS = 10  # how many of the most frequent keys the metadata lists
 
 
 class StreamLike(Protocol):
-    """The fields of a loaded stream (`topo.streams.Stream`) the simulator reads."""
+    """The fields of a loaded stream (`topo.data.streams.Stream`) the simulator reads."""
 
     key_hash: np.ndarray  # uint64 key hash of every message, in seq order
     ts: np.ndarray | None  # arrival times, if the dataset has them

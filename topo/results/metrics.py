@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from topo.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
+from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 DEFAULT_SAMPLES = 200
 

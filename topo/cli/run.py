@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from topo.errors import RunFailed
+from topo.ray_engine.work import CPU_BUDGET, MAX_CORE_SHARE
+from topo.ray_engine.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, SpecError, TopologySpec
-from topo.work import CPU_BUDGET, MAX_CORE_SHARE
-from topo.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
 
 ENGINES = ("sim", "ray")
 EXIT_USAGE = 2
@@ -352,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from topo import runner
-    from topo.report import print_summary
-    from topo.rundir import atomic_run_dir, check_destination, default_run_dir
+    from topo.cli.report import print_summary
+    from topo.results.rundir import atomic_run_dir, check_destination, default_run_dir
 
     args = build_parser().parse_args(argv)
     spec = spec_from_args(args)

@@ -1,0 +1,1 @@
+"""Data in: synthetic streams, stream specs, Zipf keys and stored datasets."""

@@ -1,0 +1,1 @@
+"""Results out: the run directory, metrics and summaries, the headroom verdict, plots and Grafana."""
