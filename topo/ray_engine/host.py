@@ -27,7 +27,7 @@ from typing import Any
 import ray
 
 from topo.ray_engine.metrics import MetricsContext
-from topo.ray_engine.mortal import Mortal
+from topo.ray_engine.mortal import Mortal, Named
 from topo.ray_engine.protocol import Frame
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker, wait_ref
@@ -192,15 +192,15 @@ class Process(WorkerHost):
     the driver: Ray runs this constructor again and every hosted source comes back as a new incarnation.
     """
 
-    def __init__(self, workers: list[int], sources: list[tuple[int, list]], spec: TopologySpec, aggregator: str,
-                 work: str, core_share: float, worker_refs: list, aggregator_handle: Any,
-                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
+    def __init__(self, workers: list[int], sources: list[int], spec: TopologySpec, aggregator: str, topic: str,
+                 work: str, core_share: float, worker_refs: list, metrics: MetricsContext | None = None,
+                 delegation: Any = FROM_REGISTRY) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         from topo.ray_engine.source import Source
 
         super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation)
-        self.sources = {i: Source(i, spec, worker_refs, aggregator_handle, share, metrics) for i, share in sources}
+        self.sources = {i: Source(i, spec, worker_refs, Named(aggregator), topic, metrics) for i in sources}
         if workers:  # its sources hand frames for this process's workers over without Ray
             for source in self.sources.values():
                 source.local = (self, worker_refs[workers[0]].host_index)

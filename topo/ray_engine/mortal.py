@@ -53,3 +53,30 @@ def until_back(call: Callable[[], Any], gone: Callable[[], Exception] | None, ti
                     raise
                 raise gone() from None
             time.sleep(0.05)
+
+
+class Named:
+    """An actor addressed by its name, looked up on first use: what a restartable actor's constructor takes instead
+    of a handle. Ray re-runs that constructor with the same arguments on a restart, and prints an error on every run
+    when they hold object refs (actor handles included); a name holds none, and finds the actor after its restarts."""
+
+    def __init__(self, name: str, handle: Any = None) -> None:
+        self.name = name
+        self._handle = handle
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            self._handle = ray.get_actor(self.name)
+        return self._handle
+
+    def __getstate__(self) -> dict:
+        return {"name": self.name, "_handle": None}  # found again by name where it is unpickled
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__") or attribute in ("name", "_handle"):
+            raise AttributeError(attribute)  # unpickling and copying look for these before the fields exist
+        return getattr(self.handle, attribute)

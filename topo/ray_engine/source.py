@@ -39,9 +39,10 @@ from topo.model import Buffer, SourceNode
 from topo.model.inputs import source_seed
 from topo.ray_engine.links import Links
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
-from topo.ray_engine.mortal import Mortal
+from topo.ray_engine.mortal import Mortal, Named
 from topo.ray_engine.protocol import tag
 from topo.ray_engine.recovery import ACKED, FAILED, PENDING, Recovery
+from topo.ray_engine.topic import read_share
 from topo.spec import TopologySpec
 
 
@@ -85,11 +86,11 @@ class Counters:
 class Source(Links, Recovery, Mortal):
     """One spout of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
-    def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Any, share: list,
+    def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Named, topic: str,
                  metrics: MetricsContext | None = None) -> None:
-        # the input, (keys, arrivals, values), behind a reference the driver holds for the whole run: a restart
-        # reads it again, as a consumer re-reads a topic
-        keys, arrivals, values = ray.get(share[0])
+        # the input, (keys, arrivals, values), from the run's topic: a restart reads it again, as a Kafka consumer
+        # re-reads its partition
+        keys, arrivals, values = read_share(topic, index)
         self.index = index
         self.metrics = SourceMetrics(metrics, index, len(workers)) if metrics is not None else None
         self.spec = spec
