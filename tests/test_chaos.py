@@ -154,3 +154,55 @@ def test_a_batch_the_restarted_aggregator_lost_is_served_again_when_re_sent(ray_
     assert sorted(log["seq"].tolist()) == [0, 1, 2]
     report = ray.get(host.call.remote(0, "report"))
     assert report["dropped"]["duplicates"] == 0
+
+
+def _processes() -> dict[int, str]:
+    """pid -> first word of its command line (Ray's actor processes show `ray::<class or name>...` there)."""
+    from pathlib import Path
+
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                found[int(proc.name)] = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            except OSError:  # gone meanwhile
+                pass
+    return found
+
+
+def _kill_from_outside(titles: list[str], killed: list[int]) -> None:
+    """Once a source runs, SIGKILL a process of each title in turn, a second apart, as `kill -9` from a shell would;
+    note their pids in `killed`."""
+    import os
+    import signal
+
+    deadline = time.time() + 60.0
+    while not any("Source.run" in c for c in _processes().values()):
+        if time.time() > deadline:
+            return
+        time.sleep(0.05)
+    for title in titles:
+        time.sleep(1.0)
+        pid = next((pid for pid, c in _processes().items() if c.startswith(title)), None)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+
+def test_deaths_from_outside_the_run_are_on_the_record(ray_session, stream):
+    """A worker process and then the aggregator, killed from outside the run (not by --chaos), are recovered and
+    both appear in `ray.recovery` with their times."""
+    import threading
+
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_from_outside, args=(["ray::WorkerHost", "ray::Aggregator"], killed))
+    killer.start()
+    summary = run_ray(spec("pkg"), stream).summary
+    killer.join()
+    assert len(killed) == 2
+    recovery = exact_after(summary, stream)
+    rows = {f["actor"].split(" (")[0].split(" ")[0]: f for f in recovery["failures"]}
+    assert recovery["deaths"] == 2 and set(rows) == {"workers", "aggregator"}, recovery["failures"]
+    for row in recovery["failures"]:
+        assert row["how"] == "died" and 0 < row["died_s"] <= row["back_s"] and row["recovery_s"] >= 0
+    assert recovery["checkpoints"]["aggregator_starts"] == 2

@@ -181,13 +181,14 @@ class Aggregator(Mortal):
 
     # --- incarnations
 
-    def register(self, worker: int, pid: int, node: dict) -> tuple[int, list[int]]:
+    def register(self, worker: int, pid: int, node: dict, started: float | None = None) -> tuple[int, list[int]]:
         """A worker incarnation starts: its number (from now on the only one of that worker that may flush), and
         each source's fence (batches of source incarnations below it are dropped, never served)."""
         incarnation = self._lives[worker]
         self._lives[worker] += 1
         self._live[worker] = incarnation
-        row = {"worker": worker, "incarnation": incarnation, "pid": pid, "node": node, "at": time.time()}
+        row = {"worker": worker, "incarnation": incarnation, "pid": pid, "node": node, "at": time.time(),
+               "started": started}
         self.registrations.append(row)
         self._new_registrations.append(row)
         self.checkpoint()  # a restarted aggregator must fence the same incarnations

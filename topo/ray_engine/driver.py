@@ -191,6 +191,7 @@ def _drive(spec, run: Run, events, progress, address, work,
                            "skipped": "the run was over"})
     sources = [watch.reports[i] for i in range(len(run.sources))]
     loop_s = time.perf_counter() - clock
+    watch.settle()
     watch.finish()
     if run.control is not None:
         # a step may have pushed a version after a source finished: report what each source holds at the end

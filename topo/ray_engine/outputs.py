@@ -70,20 +70,52 @@ def _victims(kill: dict) -> set[str]:
     return {kill["actor"], *(f"source {i}" for i in kill.get("process_sources", ()))}
 
 
+def _restarts(got: Collected) -> list[dict]:
+    """Every worker process that came back: the workers that registered again under one new process id, when that
+    process started and when the first of them registered (seconds into the run), oldest first."""
+    seen: dict[int, int] = {}
+    groups: dict[int, dict] = {}
+    for r in sorted(got.aggregator["registrations"], key=lambda r: r["at"]):
+        w, pid = r["worker"], r["pid"]
+        if seen.setdefault(w, pid) != pid:
+            seen[w] = pid
+            group = groups.setdefault(pid, {"pid": pid, "workers": [], "back_s": r["at"] - got.t0,
+                                            "started_s": (r.get("started") or r["at"]) - got.t0})
+            group["workers"].append(w)
+    return sorted(groups.values(), key=lambda g: g["back_s"])
+
+
+def _worker_deaths(got: Collected, kills: list[dict]) -> list[dict]:
+    """The deaths of worker processes: each chaos kill that took workers, back once the first of them registered
+    again; and every other worker process that came back (killed from outside the run, or crashed), dated by
+    when Ray started its replacement (the latest it can have died)."""
+    restarts = _restarts(got)
+    rows = []
+    for event in kills:
+        if not event.get("process_workers"):
+            continue
+        # recovered by their sources: back once the next incarnation of a worker of the process registered
+        mine = next((g for g in restarts if set(g["workers"]) & set(event["process_workers"])
+                     and g["back_s"] > event["done_s"]), None)
+        if mine is not None:
+            restarts.remove(mine)
+        # a source killed in Storm's process model takes its process's workers with it
+        actor = (event["actor"] if event["action"] == "kill-worker" else
+                 f"workers {','.join(map(str, event['process_workers']))} (process {event['process']})")
+        rows.append({"actor": actor, "detected_s": event["done_s"], "back_s": None if mine is None else mine["back_s"],
+                     "killed_s": event["done_s"]})
+    for g in restarts:
+        workers = sorted(g["workers"])
+        actor = f"worker {workers[0]}" if len(workers) == 1 else f"workers {','.join(map(str, workers))}"
+        rows.append({"actor": f"{actor} (pid {g['pid']})", "detected_s": g["started_s"], "back_s": g["back_s"]})
+    return rows
+
+
 def recovery(got: Collected) -> dict:
     """Every failure and its recovery, the tuples replayed by cause, the checkpoints, and each actor's peak memory."""
     failures = [dict(f) for f in got.failures]
     kills = [e for e in got.chaos if "pid" in e]
-    for event in kills:
-        if event.get("process_workers"):
-            # recovered by their sources: back once the next incarnation of a worker of the process registered
-            again = [r["at"] - got.t0 for r in got.aggregator["registrations"]
-                     if r["worker"] in event["process_workers"] and r["at"] - got.t0 > event["done_s"]]
-            # a source killed in Storm's process model takes its process's workers with it
-            actor = (event["actor"] if event["action"] == "kill-worker" else
-                     f"workers {','.join(map(str, event['process_workers']))} (process {event['process']})")
-            failures.append({"actor": actor, "detected_s": event["done_s"], "back_s": min(again) if again else None,
-                             "killed_s": event["done_s"]})
+    failures += _worker_deaths(got, kills)
     for f in failures:
         # a death the chaos caused dates from the kill; any other from when the driver saw it
         killed = [e["done_s"] for e in kills if f["actor"] in _victims(e) and e["done_s"] <= f["detected_s"] + 1e-3]

@@ -78,6 +78,25 @@ class Watch:
             if row["ref"] in ready or time.time() >= row["retry_at"]:
                 self._poke(key, row)
 
+    def settle(self) -> None:
+        """Once the sources have ended: look once more whether the aggregator died since the last look (a death
+        and restart between two looks, or one seen in the same look as the last report), and see every recovery
+        under way through, so that every death is on the record with its times."""
+        if self.alive is not None and (KILL_AGGREGATOR, None) not in self.restarting:
+            try:
+                starts = ray.get(self.run.aggregator.alive.remote(), timeout=RECOVERY_TIMEOUT_S)["starts"]
+            except (RayActorError, GetTimeoutError):
+                starts = None
+            if starts != self.starts:
+                self.alive = None
+                self._died(KILL_AGGREGATOR, None)
+        while self.restarting:
+            refs = [row["ref"] for row in self.restarting.values()]
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=POLL_S)
+            for key, row in list(self.restarting.items()):
+                if row["ref"] in ready or time.time() >= row["retry_at"]:
+                    self._poke(key, row)
+
     def _died(self, action: str, target: int | None) -> None:
         """An actor died: from now on, ask it now and then whether Ray has restarted it."""
         now = time.time()

@@ -64,6 +64,9 @@ def wait_ref(ref: ray.ObjectRef) -> Any:
     return ref.future().result()
 
 
+PROCESS_START = time.time()  # when this process loaded the module: a restarted worker's process is new
+
+
 class Worker(Mortal):
     """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
@@ -151,7 +154,8 @@ class Worker(Mortal):
         """Fence off every earlier incarnation: from now on the aggregator refuses their late flushes. Learn the
         sources' fences too: a batch of a source incarnation that died is not served by this one either."""
         incarnation, fences = until_back(
-            lambda: wait_ref(self.aggregator.register.remote(self.index, os.getpid(), self.node)), None, 120.0)
+            lambda: wait_ref(self.aggregator.register.remote(self.index, os.getpid(), self.node, PROCESS_START)),
+            None, 120.0)
         with self._lock:
             self.incarnation = incarnation
             self._fences = [max(a, b) for a, b in zip(self._fences, fences, strict=True)]
