@@ -20,8 +20,6 @@ from topo.results.metrics import RunResult, write_outputs
 from topo.results.rundir import SPEC_FILE
 from topo.spec import SpecError, TopologySpec
 
-CONNECT_TIMEOUT_S = 3.0  # how long check_address waits for a Ray cluster's port to accept a connection
-
 
 @dataclass
 class Prepared:
@@ -39,6 +37,8 @@ def check(spec: TopologySpec) -> None:
 
         check_supported(spec, spec.work)  # what Ray cannot run yet fails here, before the stream is loaded
         if spec.address:
+            from topo.ray_engine.local import check_address
+
             check_address(spec.address)
     try:
         operators.make(spec.operator, **spec.operator_params)
@@ -53,30 +53,6 @@ def check(spec: TopologySpec) -> None:
         find_stream(spec.stream)
     except StreamError as exc:
         raise SpecError(str(exc)) from None
-
-
-def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """SpecError unless something answers at the Ray cluster `address` ('auto': the one this machine belongs to);
-    given a wrong host:port, `ray.init` would retry for minutes."""
-    import socket
-
-    from ray._private.services import canonicalize_bootstrap_address_or_die
-
-    if address == "local":
-        return
-    target = address.split("://", 1)[1] if address.startswith("ray://") else address
-    try:
-        found = canonicalize_bootstrap_address_or_die(target)
-    except (ValueError, ConnectionError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecError(f"--address {address}: {reason}") from None
-    host, _, port = found.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        where = "" if found == target else f" at {found}"  # Ray turns 127.0.0.1 into the node's own address
-        raise SpecError(f"--address {address}: no Ray cluster answers{where} ({reason})") from None
 
 
 def load(spec: TopologySpec) -> Prepared:

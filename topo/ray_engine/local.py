@@ -8,13 +8,81 @@ raylet; stopping takes about 1 s of waiting for processes to exit. Neither needs
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 import threading
+from collections.abc import Iterator
 
 import ray
 
+from topo.spec import SpecError
+
 QUIET = {"logging_level": logging.ERROR, "log_to_driver": False}
+CONNECT_TIMEOUT_S = 3.0  # how long `check_address` waits for a Ray cluster to answer
+
+
+def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """SpecError (one line, naming the address as given) unless a Ray cluster answers at `address` ('auto': the one
+    this machine belongs to; 'local': none needed) within `timeout_s`. Given a wrong HOST:PORT, `ray.init` would
+    retry for half a minute and end in a traceback; a port that accepts connections but is not Ray's is found out
+    by asking it for the cluster's id."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    if address == "local":
+        return
+    client = address.startswith("ray://")
+    target = address.split("://", 1)[1] if client else address
+    if target == "auto":
+        try:
+            target = canonicalize_bootstrap_address_or_die(target)
+        except (ValueError, ConnectionError) as exc:
+            raise SpecError(f"--address {address}: {_first_line(exc)}") from None
+    host, colon, port = target.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise SpecError(f"--address {address}: expected HOST:PORT, ray://HOST:PORT, auto or local")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = f"no answer within {timeout_s:g} s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise SpecError(f"--address {address}: no Ray cluster answers ({reason})") from None
+    if not client:  # Ray Client's port speaks another protocol
+        reason = _gcs_silent(target, timeout_s)
+        if reason is not None:
+            raise SpecError(f"--address {address}: no Ray cluster answers ({reason})")
+
+
+def _gcs_silent(target: str, timeout_s: float) -> str | None:
+    """None if the GCS at `target` tells its cluster id within `timeout_s`, else why not."""
+    try:
+        from ray._raylet import InnerGcsClient
+    except ImportError:  # another Ray: leave it to ray.init
+        return None
+    try:
+        with _stderr_off():  # Ray's own client logs every failed try itself
+            InnerGcsClient.standalone(target, None, int(timeout_s * 1000))
+    except Exception as exc:  # whatever the RPC layer raises, the answer is no
+        return _first_line(exc)
+    return None
+
+
+@contextlib.contextmanager
+def _stderr_off() -> Iterator[None]:
+    """Send file descriptor 2 (where Ray's C++ logs go) to /dev/null for the block."""
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class Session:
@@ -34,7 +102,10 @@ class Joined(Session):
     """A cluster joined at an address: disconnecting leaves it running."""
 
     def __init__(self, address: str) -> None:
-        ray.init(address=address, **QUIET)
+        try:
+            ray.init(address=address, **QUIET)
+        except ConnectionError as exc:  # it answered the check, then went away, or is not a Ray that takes us
+            raise SpecError(f"--address {address}: could not join the Ray cluster ({_first_line(exc)})") from None
 
     def release(self) -> None:
         ray.shutdown()
