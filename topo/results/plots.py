@@ -45,28 +45,44 @@ def latency_cdf(path: Path, latency_ms: np.ndarray, worker: np.ndarray, summary:
     plt.close(fig)
 
 
+LINES_UP_TO = 8  # workers drawn as one line each; past this a line per worker is a tangle, so a heatmap
+
+
 def worker_series(path: Path, ts: dict[str, np.ndarray], summary: dict[str, Any]) -> None:
-    """Queue length and utilization of every worker over time, one line each (a band when there are many)."""
+    """Queue length and utilization of every worker over time: a line each for a few workers, a workers x time
+    heatmap for more (as Flink's and Grafana's own views show many subtasks)."""
     plt = _pyplot()
-    fig, (ax_q, ax_u) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    n = summary["workers"]
-    for name, ax, label in (("queue_len", ax_q, "queue length (tuples)"), ("utilization", ax_u, "utilization")):
-        grid = _grid(ts, name, n)
-        t = np.unique(ts["t_s"])
-        if n <= 12:
-            for w in range(n):
-                ax.plot(t, grid[w], lw=1, label=f"w{w}")
-        else:
-            ax.fill_between(t, grid.min(axis=0), grid.max(axis=0), alpha=0.3, label="min-max over workers")
-            ax.plot(t, np.median(grid, axis=0), color="black", lw=1, label="median worker")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    ax_u.set_xlabel("time (s)")
-    ax_q.legend(fontsize=7, ncol=min(6, n) if n <= 12 else 1)
-    ax_q.set_title(_title(summary))
-    fig.tight_layout()
+    fig = worker_series_figure(plt, ts, summary)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def worker_series_figure(plt: Any, ts: dict[str, np.ndarray], summary: dict[str, Any]) -> Any:
+    """The figure `worker_series` saves."""
+    n = summary["workers"]
+    heat = n > LINES_UP_TO
+    fig, (ax_q, ax_u) = plt.subplots(2, 1, figsize=(9 if heat else 8, 6 if n <= 32 else 8), sharex=True)
+    t = np.unique(ts["t_s"])
+    for name, ax, label in (("queue_len", ax_q, "queue length (tuples)"), ("utilization", ax_u, "utilization")):
+        grid = _grid(ts, name, n)
+        if heat:
+            step = float(np.median(np.diff(t))) if t.size > 1 else 1.0
+            extent = (float(t[0]) if t.size else 0.0, float(t[-1]) + step if t.size else 1.0, n - 0.5, -0.5)
+            image = ax.imshow(grid, aspect="auto", interpolation="nearest", extent=extent, cmap="viridis",
+                              vmin=0.0, vmax=1.0 if name == "utilization" else None)
+            fig.colorbar(image, ax=ax, label=label, pad=0.01)
+            ax.set_ylabel("worker")
+        else:
+            for w in range(n):
+                ax.plot(t, grid[w], lw=1, label=f"w{w}")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
+    ax_u.set_xlabel("time (s)")
+    if not heat:
+        ax_q.legend(fontsize=7, ncol=min(6, n))
+    ax_q.set_title(_title(summary))
+    fig.tight_layout()
+    return fig
 
 
 def worker_load(path: Path, summary: dict[str, Any]) -> None:
