@@ -7,7 +7,7 @@ GROUPING ?= cg
 ENGINE   ?= ray
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-all lint bench table1 clean
+.PHONY: run test test-all tools lint bench table1 clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# the system tools some tests use (Java 17 for Spark, Prometheus), as CI installs them: needs root (sudo make tools)
+tools:
+	.ci/tools
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m ''

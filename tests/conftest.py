@@ -192,6 +192,19 @@ def pytest_sessionfinish(session) -> None:
     AHEAD.close()
 
 
+MISSING_TOOL = "needs a system tool"  # a skip reason that starts with this names a tool `make tools` installs
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """End with one line when tests were skipped for a system tool that is missing here, and how to get it."""
+    reasons = [r.longrepr[2] for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple) and MISSING_TOOL in r.longrepr[2]]
+    if reasons:
+        tools = sorted({reason.split(": ", 2)[-1] for reason in reasons})
+        terminalreporter.write_line(f"skipped {len(reasons)} tests that need a system tool ({'; '.join(tools)}): "
+                                    "`sudo make tools` installs what CI installs (Java 17, Prometheus)", yellow=True)
+
+
 def experiment_params(names) -> list:
     """Experiment names as test parameters, those in SLOW_EXPERIMENTS marked slow."""
     return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_EXPERIMENTS else n for n in names]

@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import MISSING_TOOL
 from sockets import READABLE, is_loopback, listening, tree
 
 from topo.results.metric_names import HISTOGRAM, LATENCY_BUCKETS_MS, METRICS
@@ -168,7 +169,7 @@ def begin() -> None:
 @pytest.fixture(scope="module")
 def observed():
     if PROMETHEUS is None:
-        pytest.skip("Prometheus is not installed: apt-get install prometheus")
+        pytest.skip(f"{MISSING_TOOL}: Prometheus is not installed")
     begin()  # unless it has begun
     yield _BEGUN[0]
     _BEGUN.pop().close()
