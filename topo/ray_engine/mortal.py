@@ -13,6 +13,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+PROCESS_START = time.time()  # when this process first loaded the module: a restarted actor's process is new
+
 
 class Mortal:
     """Mixed into the actor classes: chaos kills their process, and the summary reports their peak memory."""

@@ -29,7 +29,7 @@ import operators
 from topo.model import AckMeter, queue_capacity
 from topo.model.worker import DEFAULT_WINDOW_S
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
-from topo.ray_engine.mortal import Mortal, until_back
+from topo.ray_engine.mortal import PROCESS_START, Mortal, until_back
 from topo.ray_engine.protocol import Ack, Flush, epoch_of, served_log
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.work import ServiceEmulator, ideal_finish, sleep_until, spread_ms
@@ -62,9 +62,6 @@ def _finish(served: list[tuple[Job, float, Any]]) -> np.ndarray:
 def wait_ref(ref: ray.ObjectRef) -> Any:
     """The value of `ref`, blocking this thread only (never the actor's event loop, which stays free)."""
     return ref.future().result()
-
-
-PROCESS_START = time.time()  # when this process loaded the module: a restarted worker's process is new
 
 
 class Worker(Mortal):
