@@ -168,7 +168,10 @@ def write_advice(directory: Path, args: argparse.Namespace, specs: list[Topology
                  confirmed: list[dict]) -> dict:
     """advice.md, advice.json and pareto.png into `directory`; returns what advice.json holds."""
     title = _title(specs[0], args.objective)
+    overloaded = advice.latency_means_nothing(ranking, args.objective)
     doc = {"objective": args.objective, "objective_means": advice.OBJECTIVES[args.objective],
+           "ranked_by": "throughput" if overloaded else args.objective,
+           "note": _overloaded_note(specs[0]) if overloaded else None,
            "p99_bound_ms": args.p99_bound_ms if args.objective == "memory" else None,
            "stream": specs[0].stream, "rate_tps": specs[0].rate, "ranking": ranking}
     if confirmed:
@@ -181,6 +184,8 @@ def write_advice(directory: Path, args: argparse.Namespace, specs: list[Topology
         f"{title}; stream `{specs[0].stream}`.", "",
         f"Objective: **{args.objective}**, {advice.OBJECTIVES[args.objective]}"
         + (f" ({args.p99_bound_ms:g} ms)." if args.objective == "memory" else "."), "",
+        f"**{doc['note']}** The most throughput: `{best['grouping']}`, {best['throughput_tps']:,.0f} tuples/s."
+        if overloaded else
         f"**Use `{best['grouping']}`**: {best['throughput_tps']:,.0f} tuples/s, "
         f"p99 {best['latency_ms']['p99']:,.1f} ms, replication {best['replication']:.2f}.", "",
         "Ranked in the simulator (`*`: on the Pareto front of throughput, p99 and replication):", "",
@@ -193,6 +198,11 @@ def write_advice(directory: Path, args: argparse.Namespace, specs: list[Topology
                   advice.confirm_table([(sims[r["grouping"]], r) for r in confirmed])]
     (directory / ADVICE_FILE).write_text("\n".join(lines))
     return doc
+
+
+def _overloaded_note(spec: TopologySpec) -> str:
+    return (f"No grouping carries the offered {spec.rate:,.0f} tuples/s, so every p99 only measures how long the "
+            "run took to drain its backlog; they are ranked by throughput instead.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,7 +248,10 @@ def print_advice(doc: dict, title: str, out: Path) -> None:
     console = Console()
     console.print(table)
     best = doc["ranking"][0]
-    console.print(f"Use [bold]{best['grouping']}[/bold] for {doc['objective_means']}.")
+    if doc.get("note"):
+        console.print(f"[bold]{doc['note']}[/bold] The most throughput: [bold]{best['grouping']}[/bold].")
+    else:
+        console.print(f"Use [bold]{best['grouping']}[/bold] for {doc['objective_means']}.")
     for c in doc.get("confirm", []):
         sim = next(s for s in doc["ranking"] if s["grouping"] == c["grouping"])
         ray = c["ray"]
