@@ -172,3 +172,25 @@ def test_without_checkpoints_merged_is_committed_at_once():
     w0, _ = agg.register(0, 1, {})
     accepted, told = agg.flush(_flush(0, w0, [(0, 1, [0])], agg.op))
     assert accepted and told.tolist() == [[0, 1]]
+
+
+def test_worker_deaths_come_from_registrations_whatever_killed_them():
+    """A worker process back under a new pid is a death: one a chaos kill explains is that kill's recovery (two
+    kills of a process before its workers registered share one comeback), any other is a death from outside."""
+    from types import SimpleNamespace
+
+    from topo.ray_engine.outputs import _worker_deaths
+
+    def reg(worker, pid, at):
+        return {"worker": worker, "pid": pid, "at": 100.0 + at, "started": 100.0 + at - 0.5}
+
+    registrations = [reg(0, 1, 0.1), reg(1, 1, 0.1), reg(2, 2, 0.1),  # the first incarnations
+                     reg(0, 3, 2.0), reg(1, 3, 2.1),  # process of workers 0-1 back after the kills at 0.6 and 1.0
+                     reg(2, 4, 3.0)]  # worker 2's process back: nothing in the run killed it
+    got = SimpleNamespace(t0=100.0, aggregator={"registrations": registrations})
+    kills = [{"action": "kill-worker", "actor": "worker 0", "process_workers": [0, 1], "done_s": at, "pid": 1}
+             for at in (0.6, 1.0)]
+    rows = _worker_deaths(got, kills)
+    assert [(r["actor"], r["back_s"]) for r in rows] == [("worker 0", 2.0), ("worker 0", 2.0),
+                                                         ("worker 2 (pid 4)", 3.0)]
+    assert rows[2]["detected_s"] == 2.5 and "killed_s" not in rows[2] and rows[0]["killed_s"] == 0.6

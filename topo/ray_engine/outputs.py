@@ -91,20 +91,22 @@ def _worker_deaths(got: Collected, kills: list[dict]) -> list[dict]:
     when Ray started its replacement (the latest it can have died)."""
     restarts = _restarts(got)
     rows = []
+    claimed: set[int] = set()  # restarts that a chaos kill explains
     for event in kills:
         if not event.get("process_workers"):
             continue
-        # recovered by their sources: back once the next incarnation of a worker of the process registered
+        # recovered by their sources: back once the next incarnation of a worker of the process registered (a
+        # process killed again before its workers registered shares that comeback with the kill before)
         mine = next((g for g in restarts if set(g["workers"]) & set(event["process_workers"])
                      and g["back_s"] > event["done_s"]), None)
         if mine is not None:
-            restarts.remove(mine)
+            claimed.add(mine["pid"])
         # a source killed in Storm's process model takes its process's workers with it
         actor = (event["actor"] if event["action"] == "kill-worker" else
                  f"workers {','.join(map(str, event['process_workers']))} (process {event['process']})")
         rows.append({"actor": actor, "detected_s": event["done_s"], "back_s": None if mine is None else mine["back_s"],
                      "killed_s": event["done_s"]})
-    for g in restarts:
+    for g in (g for g in restarts if g["pid"] not in claimed):
         workers = sorted(g["workers"])
         actor = f"worker {workers[0]}" if len(workers) == 1 else f"workers {','.join(map(str, workers))}"
         rows.append({"actor": f"{actor} (pid {g['pid']})", "detected_s": g["started_s"], "back_s": g["back_s"]})
