@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from side_by_side import chosen, run_all, script
 
-from topo.cli.advice import latency_means_nothing, pareto_front, rank, sort_key
+from topo.cli.advice import overloaded, pareto_front, rank, sort_key
 
 ROOT = Path(__file__).resolve().parents[1]
 FIG8 = ["--stream", "zipf:z=1.0224,keys=100000,messages=12000,seed=7", "--seed", "3"]  # Fig. 8: 10 workers, 80%
@@ -34,19 +34,18 @@ def test_objectives_order_as_they_say():
         sort_key(runs[0], "speed")
 
 
-def test_when_no_grouping_carries_the_rate_they_are_ranked_by_throughput():
-    """At three times what the workers serve, every p99 only measures how long the backlog took to drain: the
-    ranking says so and goes by throughput; once one grouping carries the rate, p99 ranks again."""
-    def offered(s, share):
-        return dict(s, headroom={"requested_tps": 1000.0, "delivered_share": share})
-
-    runs = [offered(summary("fast-drain", 300, 900, 1.0), 0.30), offered(summary("most", 330, 1000, 1.0), 0.33),
-            offered(summary("wrong", 900, 1, 1.0, exact=False), 0.9)]
-    assert latency_means_nothing(runs, "p99") and not latency_means_nothing(runs, "throughput")
-    assert [s["grouping"] for s in rank(runs, "p99")] == ["most", "fast-drain", "wrong"]
-    runs[0] = offered(runs[0], 0.99)  # now one carries it: p99 means something again
-    assert not latency_means_nothing(runs, "p99")
-    assert [s["grouping"] for s in rank(runs, "p99")] == ["fast-drain", "most", "wrong"]
+def test_a_rate_beyond_what_the_workers_serve_is_ranked_by_throughput(tmp_path):
+    """At three times what the workers serve, no grouping carries the rate and every p99 only measures how long
+    the backlog took to drain: the advice says so and ranks by throughput."""
+    assert overloaded(30_000.0, 10_000.0) and not overloaded(8_000.0, 10_000.0) and not overloaded(None, 1.0)
+    got = advise(tmp_path, *FIG8, "--utilization", "3", "--groupings", "kg,sg,pkg", "--out", "adv", "--json", "--quiet")
+    assert got.returncode == 0, got.stderr
+    doc = json.loads(got.stdout.strip().splitlines()[-1])
+    assert doc["ranked_by"] == "throughput"
+    assert "No grouping can carry the offered 66,000 tuples/s: the workers serve 22,000" in doc["note"]
+    tps = [s["throughput_tps"] for s in doc["ranking"]]
+    assert tps == sorted(tps, reverse=True) and doc["ranking"][-1]["grouping"] == "kg"
+    assert "No grouping can carry" in (tmp_path / "adv/advice.md").read_text()
 
 
 def test_pareto_front_keeps_only_the_undominated_exact_runs():

@@ -18,8 +18,6 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from topo.results.headroom import DELIVERED
-
 OBJECTIVES = {
     "p99": "lowest p99 latency at the offered rate",
     "throughput": "most tuples per second",
@@ -61,25 +59,14 @@ def pareto_front(summaries: Sequence[dict]) -> list[bool]:
     ]
 
 
-def carries(summary: dict) -> bool:
-    """True if the run delivered its offered rate (the headroom's test; saturating input always does)."""
-    headroom = summary.get("headroom") or {}
-    share = headroom.get("delivered_share")
-    return headroom.get("requested_tps") is None or share is None or share >= DELIVERED
-
-
-def latency_means_nothing(summaries: Sequence[dict], objective: str) -> bool:
-    """True when the objective ranks by p99 and no exact grouping carried the offered rate: then every p99 only
-    measures how long the run took to drain its backlog, and throughput is what tells the groupings apart."""
-    exact = [s for s in summaries if s.get("exact", False)]
-    return objective in ("p99", "memory") and bool(exact) and not any(carries(s) for s in exact)
+def overloaded(rate_tps: float | None, capacity_tps: float) -> bool:
+    """True when the offered rate is more than the workers serve together: no grouping can carry it, and every p99
+    only measures how long a run took to drain its backlog, so throughput is what tells the groupings apart."""
+    return rate_tps is not None and rate_tps > capacity_tps
 
 
 def rank(summaries: Sequence[dict], objective: str, p99_bound_ms: float | None = None) -> list[dict]:
-    """The summaries best first, each with its `rank` (from 1) and whether it is on the Pareto front; by
-    throughput when no grouping carried the offered rate (`latency_means_nothing`)."""
-    if latency_means_nothing(summaries, objective):
-        objective = "throughput"
+    """The summaries best first, each with its `rank` (from 1) and whether it is on the Pareto front."""
     front = pareto_front(summaries)
     marked = [dict(s, pareto=on) for s, on in zip(summaries, front, strict=True)]
     ordered = sorted(marked, key=lambda s: sort_key(s, objective, p99_bound_ms))

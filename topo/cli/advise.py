@@ -168,7 +168,7 @@ def write_advice(directory: Path, args: argparse.Namespace, specs: list[Topology
                  confirmed: list[dict]) -> dict:
     """advice.md, advice.json and pareto.png into `directory`; returns what advice.json holds."""
     title = _title(specs[0], args.objective)
-    overloaded = advice.latency_means_nothing(ranking, args.objective)
+    overloaded = _overloaded(specs[0]) and args.objective != "throughput"
     doc = {"objective": args.objective, "objective_means": advice.OBJECTIVES[args.objective],
            "ranked_by": "throughput" if overloaded else args.objective,
            "note": _overloaded_note(specs[0]) if overloaded else None,
@@ -200,9 +200,19 @@ def write_advice(directory: Path, args: argparse.Namespace, specs: list[Topology
     return doc
 
 
+def _capacity_tps(spec: TopologySpec) -> float:
+    """Tuples per second the active workers serve together."""
+    return sum(spec.capacity_list[: spec.workers]) / (spec.cost_ms / 1e3) if spec.cost_ms > 0 else float("inf")
+
+
+def _overloaded(spec: TopologySpec) -> bool:
+    return advice.overloaded(spec.rate, _capacity_tps(spec))
+
+
 def _overloaded_note(spec: TopologySpec) -> str:
-    return (f"No grouping carries the offered {spec.rate:,.0f} tuples/s, so every p99 only measures how long the "
-            "run took to drain its backlog; they are ranked by throughput instead.")
+    return (f"No grouping can carry the offered {spec.rate:,.0f} tuples/s: the workers serve "
+            f"{_capacity_tps(spec):,.0f} together, so every p99 only measures how long a run took to drain its "
+            "backlog; they are ranked by throughput instead.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,7 +232,9 @@ def _main(argv: list[str] | None) -> int:
     check_destination(out, args.overwrite)
     with atomic_run_dir(out, overwrite=args.overwrite) as tmp:
         summaries = _run_all(specs, tmp / RUNS_DIR, args.jobs, args.quiet or args.json)
-        ranking = advice.rank(summaries, args.objective, args.p99_bound_ms)
+        # where no grouping can carry the rate, every p99 measures the drain: rank by throughput instead
+        by = "throughput" if _overloaded(specs[0]) and args.objective != "throughput" else args.objective
+        ranking = advice.rank(summaries, by, args.p99_bound_ms)
         confirmed = _confirm(specs, ranking, args.confirm, tmp / RUNS_DIR, args.quiet or args.json)
         doc = write_advice(tmp, args, specs, ranking, confirmed)
     if args.json:
