@@ -3,7 +3,7 @@ how the driver kills and resizes them, and how they stop.
 
 Every actor is named after the run, and every restartable actor's constructor takes names, never object refs or
 actor handles: Ray re-runs a constructor with the same arguments when the actor restarts, and warns on every run
-that refs among them may be gone by then. The sources read their input from the run's topic (`topic.InputTopic`).
+that refs among them may be gone by then. The sources read their input from the driver's topic (`topic.InputTopic`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from topo.ray_engine.host import Process, SourceRef, WorkerHost, WorkerRef, host
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Named, until_back
 from topo.ray_engine.source import Source
-from topo.ray_engine.topic import InputTopic
+from topo.ray_engine.topic import open_topic
 from topo.ray_engine.work import core_share
 from topo.ray_engine.work_cgroup import apply_cgroup_quota, release_cgroup_quota, worker_quota
 from topo.spec import SpecError, TopologySpec
@@ -77,6 +77,7 @@ class Run:
         cores = float(ray.cluster_resources().get("CPU", 1.0))  # what Ray offers: sizes core shares and processes
         self.core_share, self.core_share_from = core_share(spec, cores)
         self.actors: list = []
+        self.topic = None  # the driver's input topic, which outlives the run
         self.active = spec.workers  # workers [0, active) are the topology now
         self.capped: set[int] = set()  # worker pids under a cgroup quota
         # checkpoints on the driver's node, where the actors that write them are pinned (restarts land there too)
@@ -97,8 +98,8 @@ class Run:
         # each source's input in the object store, referenced here until the run ends (a restart reads it again)
         self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
                                 None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
-        self.topic = f"{prefix}-topic"
-        self._spawn(InputTopic, {"name": self.topic, "max_restarts": 0}, self.inputs)
+        self.topic = open_topic()
+        ray.get(self.topic.put.remote(prefix, self.inputs))  # before any source reads it
         self.control = None
         self.processes = storm_processes(spec, placement, cores)
         if self.processes is not None:
@@ -124,7 +125,7 @@ class Run:
         self.sources = [None] * s  # type: ignore[list-item]
         for p, members in enumerate(self.hosts):
             handle = self._spawn(Process, {"name": f"{prefix}-{p}", **RESTART}, members, self.host_sources[p], spec,
-                                 self.aggregator.name, self.topic, work, self.core_share, self.workers, metrics,
+                                 self.aggregator.name, self.prefix, work, self.core_share, self.workers, metrics,
                                  delegation)
             for i in self.host_sources[p]:
                 self.sources[i] = SourceRef(handle, p, i, f"{prefix}-{p}")
@@ -146,7 +147,7 @@ class Run:
         for i in range(s):
             name = f"{self.prefix}-source-{i}"
             handle = self._spawn(Source, {"name": name, "max_concurrency": 4, **RESTART}, i, spec, self.workers,
-                                 self.aggregator, self.topic, metrics)
+                                 self.aggregator, self.prefix, metrics)
             self.sources.append(Named(name, handle))
 
     def _spawn(self, cls, options: dict, *args):
@@ -234,5 +235,10 @@ class Run:
             try:
                 ray.kill(handle, no_restart=True)
             except Exception:  # already gone is fine
+                pass
+        if self.topic is not None:
+            try:
+                self.topic.drop.remote(self.prefix)
+            except Exception:  # Ray already gone: the topic went with it
                 pass
         remove_directory(self.checkpoints)

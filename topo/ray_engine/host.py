@@ -192,7 +192,7 @@ class Process(WorkerHost):
     the driver: Ray runs this constructor again and every hosted source comes back as a new incarnation.
     """
 
-    def __init__(self, workers: list[int], sources: list[int], spec: TopologySpec, aggregator: str, topic: str,
+    def __init__(self, workers: list[int], sources: list[int], spec: TopologySpec, aggregator: str, run: str,
                  work: str, core_share: float, worker_refs: list, metrics: MetricsContext | None = None,
                  delegation: Any = FROM_REGISTRY) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -200,7 +200,7 @@ class Process(WorkerHost):
         from topo.ray_engine.source import Source
 
         super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation)
-        self.sources = {i: Source(i, spec, worker_refs, Named(aggregator), topic, metrics) for i in sources}
+        self.sources = {i: Source(i, spec, worker_refs, Named(aggregator), run, metrics) for i in sources}
         if workers:  # its sources hand frames for this process's workers over without Ray
             for source in self.sources.values():
                 source.local = (self, worker_refs[workers[0]].host_index)

@@ -86,11 +86,11 @@ class Counters:
 class Source(Links, Recovery, Mortal):
     """One spout of the topology (a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
-    def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Named, topic: str,
+    def __init__(self, index: int, spec: TopologySpec, workers: list, aggregator: Named, run: str,
                  metrics: MetricsContext | None = None) -> None:
-        # the input, (keys, arrivals, values), from the run's topic: a restart reads it again, as a Kafka consumer
-        # re-reads its partition
-        keys, arrivals, values = read_share(topic, index)
+        # the input, (keys, arrivals, values), from the topic under the run's name: a restart reads it again, as a
+        # Kafka consumer re-reads its partition
+        keys, arrivals, values = read_share(run, index)
         self.index = index
         self.metrics = SourceMetrics(metrics, index, len(workers)) if metrics is not None else None
         self.spec = spec
