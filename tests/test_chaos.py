@@ -156,17 +156,20 @@ def test_a_batch_the_restarted_aggregator_lost_is_served_again_when_re_sent(ray_
     assert report["dropped"]["duplicates"] == 0
 
 
-def _processes() -> dict[int, str]:
-    """pid -> first word of its command line (Ray's actor processes show `ray::<class or name>...` there)."""
+def _processes() -> dict[int, tuple[str, int]]:
+    """pid -> (first word of its command line, start time in clock ticks since boot); Ray's actor processes show
+    `ray::<class or name>...` there."""
     from pathlib import Path
 
     found = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                found[int(proc.name)] = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-            except OSError:  # gone meanwhile
-                pass
+                title = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                started = int((proc / "stat").read_text().rpartition(")")[2].split()[19])
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+            found[int(proc.name)] = (title, started)
     return found
 
 
@@ -177,14 +180,16 @@ def _kill_from_outside(titles: list[str], killed: list[int]) -> None:
     import signal
 
     deadline = time.time() + 60.0
-    while not any("Source.run" in c for c in _processes().values()):
+    while not any("Source.run" in title for title, _ in _processes().values()):
         if time.time() > deadline:
             return
         time.sleep(0.05)
     for title in titles:
         time.sleep(1.0)
-        pid = next((pid for pid, c in _processes().items() if c.startswith(title)), None)
-        if pid is not None:
+        # the newest such process: one of an earlier run may still be on its way out
+        candidates = [(started, pid) for pid, (name, started) in _processes().items() if name.startswith(title)]
+        if candidates:
+            pid = max(candidates)[1]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
