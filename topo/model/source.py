@@ -92,9 +92,11 @@ class SourceNode:
         self.max_pending_tuples = 0
         self.draining = draining or frozenset
         self.routed = 0  # input positions [0, routed) have been routed
-        self._parts: list[list[np.ndarray]] = [[] for _ in range(pool)]  # each worker's buffer, in pieces
-        self._held = np.zeros(pool, np.int64)  # tuples in each buffer
-        self._oldest = np.full(pool, np.inf)  # arrival of each buffer's oldest tuple
+        from topo.model.buffers import OutputBuffers  # compiled: loaded with the source, not with the package
+
+        self._buffers = OutputBuffers(pool, len(keys), self.arrival)
+        self._held = self._buffers.held  # tuples in each buffer
+        self._oldest = self._buffers.oldest  # arrival of each buffer's oldest tuple
         self.in_flight = np.zeros(pool, np.int64)  # buffers sent and not acked, per channel
         self.max_in_flight = np.zeros(pool, np.int64)
         self._inbox: list[tuple] = []  # (worker, queue_len, load, utilization, service_ms, signal, acked) not fed back
@@ -265,16 +267,7 @@ class SourceNode:
         self.routed = stop
         self.pending += take
         self.max_pending_tuples = max(self.max_pending_tuples, self.pending)
-        order = np.argsort(chosen, kind="stable") + begin  # the input positions, grouped by worker
-        counts = np.bincount(chosen, minlength=self.pool)
-        ends = np.cumsum(counts)
-        hit = np.flatnonzero(counts)
-        fresh = hit[self._held[hit] == 0]  # buffers this routing opens: their oldest tuple is its first
-        self._oldest[fresh] = self.arrival[order[ends[fresh] - counts[fresh]]]
-        self._held += counts
-        parts = self._parts
-        for w, end, size in zip(hit.tolist(), ends[hit].tolist(), counts[hit].tolist(), strict=True):
-            parts[w].append(order[end - size : end])
+        self._buffers.append(chosen, begin)
 
     def _due(self, w: int, now: float) -> bool:
         return self._due_at(w, self._last_tick(now), False)
@@ -298,11 +291,7 @@ class SourceNode:
 
     def _take(self, w: int, now: float) -> Buffer:
         """Cut the first `batch_size` tuples (or all) of worker w's buffer and put them on the wire."""
-        held = np.concatenate(self._parts[w]) if len(self._parts[w]) > 1 else self._parts[w][0]
-        cut, rest = held[: self.batch_size], held[self.batch_size :]
-        self._parts[w] = [rest] if len(rest) else []
-        self._held[w] = len(rest)
-        self._oldest[w] = self.arrival[rest[0]] if len(rest) else np.inf
+        cut = self._buffers.cut(w, self.batch_size)
         self.in_flight[w] += 1
         self._sizes[w].append(len(cut))
         self.max_in_flight[w] = max(self.max_in_flight[w], self.in_flight[w])
