@@ -377,3 +377,24 @@ def test_the_guard_says_when_the_engine_cannot_carry_the_rate(ray_session):
     # the same spec in the simulator moves tuples in no time: it carries the rate
     sim = simulate(spec.with_(engine="sim"), zipf_stream(4_000)).summary
     assert sim["headroom"]["bottleneck"] == "none"
+
+
+def test_runs_that_each_start_their_own_ray_in_one_process():
+    """One driver process, two runs, each starting (and stopping) a local Ray, as `bench_processes.py` and a
+    script that calls `run_ray` twice do: the second run gets a topic of its own Ray (in a subprocess, since this
+    pytest process may hold a Ray)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from topo.data.streams import stream_from_spec\n"
+            "from topo.ray_engine import run_ray\n"
+            "from topo.spec import TopologySpec\n"
+            "stream = stream_from_spec('zipf:z=1.0,keys=500,messages=2000,seed=3')\n"
+            "spec = TopologySpec(engine='ray', grouping='pkg', stream='x', rate=8000.0, seed=1, workers=2, sources=1,"
+            " capacities=(1.0, 1.0))\n"
+            "print([run_ray(spec, stream).summary['exact'] for _ in range(2)])\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[True, True]"

@@ -35,12 +35,13 @@ class InputTopic:
         return [self.shares[run][source]]
 
 
-_OPEN: dict[str, Any] = {}  # job id -> the handle that keeps the topic alive (Ray ends an actor with its last handle)
+_OPEN: dict[str, Any] = {}  # session -> the handle that keeps the topic alive (Ray ends an actor with its last handle)
 
 
 def open_topic() -> Any:
     """The driver's topic, started on first use in this Ray session."""
-    job = ray.get_runtime_context().get_job_id()
+    context = ray.get_runtime_context()
+    job = f"{context.get_node_id()}/{context.get_job_id()}"  # job ids start again in a new local Ray; node ids do not
     if job not in _OPEN:
         _OPEN.clear()  # a handle of an earlier session is of no use
         remote = ray.remote(InputTopic).options(name=TOPIC, get_if_exists=True, max_restarts=0, num_cpus=0)
