@@ -90,7 +90,8 @@ def _main(argv: list[str] | None) -> int:
 
 def _analyze(master: str | None, runs, window_s: float | None, log: str):
     """The analysis, with Spark's console output sent to `log`; JobFailed when Spark cannot start or fails."""
-    from spark.session import SparkUnavailable, get_session, stderr_to
+    from spark.session import SparkUnavailable, get_session
+    from topo.errors import stderr_to
 
     try:
         with stderr_to(log):

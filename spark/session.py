@@ -7,8 +7,6 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 DEFAULT_MASTER = "local[*]"
 # shuffle partitions: Spark's 200 default costs seconds of task overhead on jobs this size
@@ -54,21 +52,6 @@ def get_session(master: str | None = None, app: str = "stream-groupings", short_
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-@contextmanager
-def stderr_to(path: str) -> Iterator[None]:
-    """Point file descriptor 2 at `path` for the block: a JVM started meanwhile keeps writing its console there."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
 
 
 def first_line(err: BaseException) -> str:

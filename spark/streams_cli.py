@@ -178,7 +178,8 @@ def _job(args: argparse.Namespace, arrivals: Arrivals) -> Callable:
 
 def _start_spark(master: str | None, log: str):
     """The Spark session, its JVM's console output (warnings, progress bars) sent to `log`."""
-    from spark.session import SparkUnavailable, get_session, stderr_to
+    from spark.session import SparkUnavailable, get_session
+    from topo.errors import stderr_to
 
     try:
         with stderr_to(log):

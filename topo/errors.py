@@ -1,6 +1,12 @@
-"""The one error a user's mistake raises, kept apart so that any module may raise it without importing the spec."""
+"""The errors a user's mistake or a failed run raises, kept apart so that any module may raise them without importing
+the spec; and where a library's own console output goes while we answer for it."""
 
 from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class SpecError(ValueError):
@@ -9,3 +15,19 @@ class SpecError(ValueError):
 
 class RunFailed(RuntimeError):
     """A run that started could not finish (an actor died and did not come back); one line saying which and when."""
+
+
+@contextmanager
+def stderr_to(path: str) -> Iterator[None]:
+    """Point file descriptor 2 at `path` for the block (a JVM started meanwhile keeps writing its console there; Ray's
+    C++ client logs each failed try itself)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)

@@ -8,15 +8,14 @@ raylet; stopping takes about 1 s of waiting for processes to exit. Neither needs
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
 
 import ray
 
+from topo.errors import stderr_to
 from topo.spec import SpecError
 
 QUIET = {"logging_level": logging.ERROR, "log_to_driver": False}
@@ -60,24 +59,11 @@ def _gcs_silent(target: str, timeout_s: float) -> str | None:
     except ImportError:  # another Ray: leave it to ray.init
         return None
     try:
-        with _stderr_off():  # Ray's own client logs every failed try itself
+        with stderr_to(os.devnull):  # Ray's own client logs every failed try itself
             InnerGcsClient.standalone(target, None, int(timeout_s * 1000))
     except Exception as exc:  # whatever the RPC layer raises, the answer is no
         return _first_line(exc)
     return None
-
-
-@contextlib.contextmanager
-def _stderr_off() -> Iterator[None]:
-    """Send file descriptor 2 (where Ray's C++ logs go) to /dev/null for the block."""
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
 
 
 def _first_line(exc: BaseException) -> str:
