@@ -194,6 +194,7 @@ def _kill_from_outside(titles: list[str], killed: list[int]) -> None:
             killed.append(pid)
 
 
+@pytest.mark.slow  # with the chaos matrix; tests/test_recovery.py checks the record's logic in the default suite
 def test_deaths_from_outside_the_run_are_on_the_record(ray_session, stream):
     """A worker process and then the aggregator, killed from outside the run (not by --chaos), are recovered and
     both appear in `ray.recovery` with their times."""

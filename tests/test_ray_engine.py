@@ -379,6 +379,7 @@ def test_the_guard_says_when_the_engine_cannot_carry_the_rate(ray_session):
     assert sim["headroom"]["bottleneck"] == "none"
 
 
+@pytest.mark.slow  # two Ray starts; the default suite's Ray runs share one
 def test_runs_that_each_start_their_own_ray_in_one_process():
     """One driver process, two runs, each starting (and stopping) a local Ray, as `bench_processes.py` and a
     script that calls `run_ray` twice do: the second run gets a topic of its own Ray (in a subprocess, since this
