@@ -226,33 +226,22 @@ class _Method:
 
 class _Hosted:
     """A member of a process (a worker, or a source in Storm's model) addressed as if it were its own actor:
-    `ref.counters.remote()`. The process is given as a handle, or by its actor name, looked up on first use (a
-    process built before its peers can hold refs to them)."""
+    `ref.counters.remote()`. The process goes by its actor name (`mortal.Named`), looked up on first use where no
+    handle was given (a process built before its peers can hold refs to them), and found again by name wherever
+    the ref is unpickled."""
 
-    _slots = ("_host", "host_index", "name", "index")
+    _slots = ("process", "host_index", "index")
     _call = "call"
 
-    def __init__(self, host: Any, host_index: int, index: int, name: str | None = None) -> None:
-        self._host = host
+    def __init__(self, host: Any, host_index: int, index: int, name: str) -> None:
+        self.process = Named(name, host)
         self.host_index = host_index
         self.index = index
-        self.name = name
 
     @property
     def host(self) -> Any:
-        if self._host is None:
-            import ray
-
-            self._host = ray.get_actor(self.name)
-        return self._host
-
-    def __getstate__(self) -> dict:
-        # a handle found by name is found again by name where the ref is unpickled
-        return {"_host": None if self.name else self._host, "host_index": self.host_index, "index": self.index,
-                "name": self.name}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        """The process's actor handle."""
+        return self.process.handle
 
     def __getattr__(self, name: str) -> _Method:
         if name.startswith("__") or name in self._slots or name == "host":
