@@ -4,8 +4,10 @@ Routing appends each tuple to its worker's buffer in routing order, and sending 
 buffer. Kept as Python lists of array pieces, both cost a Python step per worker per routing call and a
 concatenation per buffer sent, which at a hundred workers was most of a source's step. Here a buffer is a chain
 of input positions (`after[position]` is the next one of the same buffer), so appending a routing call is one
-compiled pass over its tuples and cutting a buffer one pass over the tuples cut. The order is the same as before:
-a buffer holds its tuples in routing order.
+compiled pass over its tuples, and sending every buffer that is due one pass over the channels and the tuples cut.
+A step's questions about the channels (is any buffer waiting for credit, could one go out) are one pass too: numpy
+reductions over a hundred channels cost a few microseconds each, several times per step. The order is the same as
+before: a buffer holds its tuples in routing order, and the buffers of a step go out in worker order.
 """
 
 from __future__ import annotations
@@ -44,6 +46,55 @@ def _cut(w, n, arrival, after, head, tail, held, oldest, out):
         oldest[w] = arrival[position]
 
 
+@numba.njit(cache=True)
+def _cut_due(tick, full_only, exhausted, batch_size, credits, arrival, after, head, tail, held, oldest, in_flight,
+             max_in_flight):
+    """Cut every buffer that is due (full, or unless `full_only` its oldest tuple saw `tick`) and has a credit,
+    channel by channel, as long as each stays due: (workers, sizes, positions) of the buffers cut, in that order."""
+    total = 0
+    for w in range(held.size):
+        total += held[w]
+    positions = np.empty(total, np.int64)
+    workers = np.empty(total, np.int64)
+    sizes = np.empty(total, np.int64)
+    n = 0
+    used = 0
+    for w in range(held.size):
+        while held[w] > 0 and in_flight[w] < credits and (
+            held[w] >= batch_size or (not full_only and (oldest[w] <= tick or exhausted))
+        ):
+            k = min(batch_size, held[w])
+            _cut(w, k, arrival, after, head, tail, held, oldest, positions[used : used + k])
+            in_flight[w] += 1
+            max_in_flight[w] = max(max_in_flight[w], in_flight[w])
+            workers[n] = w
+            sizes[n] = k
+            n += 1
+            used += k
+    return workers[:n], sizes[:n], positions[:used]
+
+
+@numba.njit(cache=True)
+def channel_state(held, in_flight, credits, batch_size):
+    """One pass over the channels: (any tuple held or buffer in flight, a buffer waits for its channel's credit,
+    a buffer could go out on credit, a full buffer has no credit, the most tuples one buffer holds)."""
+    busy = waiting = sendable = full_stuck = False
+    most = 0
+    for w in range(held.size):
+        if held[w] > 0:
+            busy = True
+            most = max(most, held[w])
+            if in_flight[w] < credits:
+                sendable = True
+            else:
+                waiting = True
+                if held[w] >= batch_size:
+                    full_stuck = True
+        elif in_flight[w] > 0:
+            busy = True
+    return busy, waiting, sendable, full_stuck, most
+
+
 class OutputBuffers:
     """The per-worker output buffers of one source over `positions` input positions."""
 
@@ -59,8 +110,13 @@ class OutputBuffers:
         """Input positions begin, begin + 1, ... join the buffers of the workers `chosen` (int32) for them."""
         _append(chosen, begin, self.arrival, self._after, self._head, self._tail, self.held, self.oldest)
 
-    def cut(self, w: int, n: int) -> np.ndarray:
-        """The oldest `n` positions (int64, in routing order) of worker w's buffer, taken out of it."""
-        out = np.empty(min(n, int(self.held[w])), np.int64)
-        _cut(w, out.size, self.arrival, self._after, self._head, self._tail, self.held, self.oldest, out)
-        return out
+    def channels(self, in_flight: np.ndarray, credits: int, batch_size: int) -> tuple[bool, bool, bool, bool, int]:
+        """`channel_state` of these buffers with the channels' buffers in flight."""
+        return channel_state(self.held, in_flight, credits, batch_size)
+
+    def cut_due(self, tick: float, full_only: bool, exhausted: bool, batch_size: int, credits: int,
+                in_flight: np.ndarray, max_in_flight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cut every due buffer that has a credit, in one compiled pass, counting each in `in_flight`: (workers,
+        sizes, positions), the buffers in worker order and their positions one after another."""
+        return _cut_due(tick, full_only, exhausted, batch_size, credits, self.arrival, self._after, self._head,
+                        self._tail, self.held, self.oldest, in_flight, max_in_flight)

@@ -130,7 +130,7 @@ class SourceNode:
     @property
     def done(self) -> bool:
         """True once everything this source will ever send is sent and acked."""
-        return self.exhausted and not self._held.any() and not self.in_flight.any()
+        return self.exhausted and not self._channels()[0]
 
     def stats(self, duration_s: float) -> dict:
         """What the source did, for the run summary's headroom: buffers, blocked time, input lag."""
@@ -176,19 +176,20 @@ class SourceNode:
         """True if an ack could let something out before the next wake-up: the source is blocked, a buffer waits
         for its channel's credit, or the input has ended and the last buffers are out. Otherwise an ack only brings
         feedback, which the next routing takes."""
-        return bool(self.blocked or self.exhausted or ((self._held > 0) & (self.in_flight >= self.credits)).any())
+        return bool(self.blocked or self.exhausted or self._channels()[1])
 
     def next_wakeup(self, now: float) -> float | None:
         """When `step` next has something to do without an ack arriving first (None: only an ack can help)."""
         times = []
-        if ((self._held > 0) & (self.in_flight < self.credits)).any():
+        _, _, sendable, _, most = self._channels()
+        if sendable:
             times.append(self._tick_after(now))
         if not self.exhausted and not self.blocked and not self.saturating:
             first = float(self.arrival[self.routed])
             # the next unrouted tuple must make the tick after it (never before it arrives: ticks are rounded)
             times.append(max(first, self._tick_at_or_after(first)))
             # no buffer can fill before this many more tuples have arrived
-            last = min(self.routed + self.batch_size - int(self._held.max()), len(self.keys)) - 1
+            last = min(self.routed + self.batch_size - int(most), len(self.keys)) - 1
             times.append(float(self.arrival[max(last, self.routed)]))
             if self.end_s is not None:
                 times.append(self.end_s)  # the source stops at the end and flushes what it holds
@@ -270,38 +271,27 @@ class SourceNode:
         self._buffers.append(chosen, begin)
 
     def _due(self, w: int, now: float) -> bool:
-        return self._due_at(w, self._last_tick(now), False)
-
-    def _due_at(self, w: int, tick: float, full_only: bool) -> bool:
-        """Worker w's buffer goes out: it is full, or (unless `full_only`) its oldest tuple saw the flush `tick`."""
-        if self._held[w] >= self.batch_size:
-            return True
-        return not full_only and bool(self._oldest[w] <= tick or self.exhausted)
+        """Worker w's buffer goes out: it is full, or its oldest tuple saw the last flush tick."""
+        return bool(self._held[w] >= self.batch_size or self._oldest[w] <= self._last_tick(now) or self.exhausted)
 
     def _send_due(self, now: float, out: list[Buffer], full_only: bool = False) -> None:
-        tick = self._last_tick(now)
-        # the channels with a buffer due and a credit, found at once (a step may look at hundreds of channels)
-        due = self._held >= self.batch_size
-        if not full_only:
-            due |= (self._oldest <= tick) | self.exhausted
-        due &= (self._held > 0) & (self.in_flight < self.credits)
-        for w in np.flatnonzero(due).tolist():
-            while self._held[w] and self.in_flight[w] < self.credits and self._due_at(w, tick, full_only):
-                out.append(self._take(w, now))
-
-    def _take(self, w: int, now: float) -> Buffer:
-        """Cut the first `batch_size` tuples (or all) of worker w's buffer and put them on the wire."""
-        cut = self._buffers.cut(w, self.batch_size)
-        self.in_flight[w] += 1
-        self._sizes[w].append(len(cut))
-        self.max_in_flight[w] = max(self.max_in_flight[w], self.in_flight[w])
-        buffer = Buffer(self.index, w, self.batches, cut, now)
-        self.batches += 1
-        return buffer
+        # the channels with a buffer due and a credit, cut in one compiled pass (a step may look at hundreds)
+        workers, sizes, positions = self._buffers.cut_due(self._last_tick(now), full_only, self.exhausted,
+                                                          self.batch_size, self.credits, self.in_flight,
+                                                          self.max_in_flight)
+        start = 0
+        for w, size in zip(workers.tolist(), sizes.tolist(), strict=True):
+            self._sizes[w].append(size)
+            out.append(Buffer(self.index, w, self.batches, positions[start : start + size], now))
+            self.batches += 1
+            start += size
 
     def _full_without_credit(self) -> bool:
-        full = self._held >= self.batch_size
-        return bool(np.any(full & (self.in_flight >= self.credits)))
+        return bool(self._channels()[3])
+
+    def _channels(self) -> tuple[bool, bool, bool, bool, int]:
+        """(busy, waiting for credit, sendable, full without credit, most held), in one compiled pass."""
+        return self._buffers.channels(self.in_flight, self.credits, self.batch_size)
 
     def _block(self, now: float) -> None:
         if not self.blocked:
