@@ -72,7 +72,9 @@ class WorkerHost(Mortal):
         self.scheduler = scheduler = Scheduler() if work == "sleep" else None
         self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, scheduler)
                         for w in indices}
+        self._held: list[tuple[int, Any]] = []  # (source, ack) served in the scheduler's current pass
         if scheduler is not None:
+            scheduler.after_pass = self._post_held
             scheduler.start(self.workers)
         quiet_gc()
         # one flusher for every hosted worker (a worker has no timer of its own)
@@ -134,8 +136,28 @@ class WorkerHost(Mortal):
             return  # dropped: sent by a source incarnation that died, whose successor re-sends what it held
         if self.delay_s:  # and so is its ack, on the way back
             self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._post, source, ack)
+        elif self.scheduler is not None and self.scheduler.on_thread():
+            self._held.append((source, ack))  # leaves with the pass's other acks: one lock, one wake-up per source
         else:
             self._post(source, ack)
+
+    def _post_held(self) -> None:
+        """Post the acks of the scheduler's pass: each source's outbox gets them in order, and each waiting poll
+        is answered once."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        answers = []
+        with self._boxes:
+            for source, ack in held:
+                self._outbox[source].append(ack)
+            for source in {source for source, _ in held}:
+                waiter = self._waiters.pop(source, None)
+                if waiter is not None:
+                    answers.append((waiter, self._outbox[source]))
+                    self._outbox[source] = []
+        for waiter, out in answers:
+            waiter.set_result(out)  # outside the lock: the waiter's callbacks may run here
 
     def _post(self, source: int, ack: Any) -> None:
         """Put an ack in its source's outbox, and hand the whole outbox to the source's poll if one waits."""

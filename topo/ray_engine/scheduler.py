@@ -6,7 +6,8 @@ sleeps until its deadline costs a thread switch, and a fight for the GIL, per bu
 process that was a quarter of the process's Python time. The scheduler takes the frames a process receives,
 queues their buffers itself, keeps every busy worker's deadline in a heap, sleeps until the earliest one (or the
 next frame), and completes every worker whose deadline has passed in one wake-up. One thread does all of it, so
-the hot path takes no lock another thread holds, and waits for the GIL once per wake-up, not once per buffer.
+the hot path takes no lock another thread holds, and waits for the GIL once per wake-up, not once per buffer; the
+acks of a wake-up leave together at its end (`after_pass`), so a source wakes once per pass, not once per ack.
 When it gets to a deadline late, the ack leaves late (the workers report how late, `late_ms`); the batch's
 service does not move. Cpu mode keeps a thread per worker: burning is real work and needs threads of its own.
 """
@@ -30,6 +31,7 @@ class Scheduler:
         self._mine: list[int] = []  # idle workers that got work from this thread
         self._ident: int | None = None
         self.workers: dict[int, Any] = {}
+        self.after_pass: Callable[[], None] = lambda: None  # once per wake-up, after every completion of it
 
     def start(self, workers: dict[int, Any]) -> None:
         """Serve `workers` (index -> `worker.Worker`) from now on, once each one has registered."""
@@ -43,6 +45,10 @@ class Scheduler:
             self._frames.append(queue)
             if len(self._frames) == 1 and not self._woken:
                 self._cond.notify()
+
+    def on_thread(self) -> bool:
+        """True when called from the scheduler's own thread."""
+        return threading.get_ident() == self._ident
 
     def wake(self, worker: int) -> None:
         """An idle worker has work (a batch, or a pause)."""
@@ -78,6 +84,7 @@ class Scheduler:
                 _, w = heapq.heappop(due)
                 if self.workers[w].complete():
                     self._start(w, due)
+            self.after_pass()
 
     def _start(self, w: int, due: list[tuple[float, int]]) -> None:
         """Start worker w's next batch; one whose deadline has already passed completes at once."""
