@@ -16,17 +16,11 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def _lindley(workers, first, at, service, free_at, log, fifo, seen, mark, touched):
-    """Queue a batch arriving at `at` in order; return its last finish time and how many workers it used."""
+def _lindley(w, size, first, at, service, free_at, log, fifo):
+    """Queue a buffer of `size` tuples for worker w arriving at `at`, in order; return its last finish time."""
     worker, enqueue, start, finish = log
     after, head, tail = fifo
-    n = free_at.size
-    done = at
-    used = 0
-    for i in range(workers.size):
-        w = workers[i]
-        if w < 0 or w >= n:
-            return -1.0 - i, used
+    for i in range(size):
         slot = first + i
         begin = at if at > free_at[w] else free_at[w]
         end = begin + service[w]
@@ -35,20 +29,21 @@ def _lindley(workers, first, at, service, free_at, log, fifo, seen, mark, touche
         enqueue[slot] = at
         start[slot] = begin
         finish[slot] = end
-        # each worker's queue is a linked list over slots, walked later to count what it holds
         after[slot] = -1
         if tail[w] >= 0:
             after[tail[w]] = slot
         else:
             head[w] = slot
         tail[w] = slot
-        if seen[w] != mark:
-            seen[w] = mark
-            touched[used] = w
-            used += 1
-        if end > done:
-            done = end
-    return done, used
+    return free_at[w] if size else at
+
+
+@numba.njit(cache=True)
+def gather(index, first, seqs, arrivals, seq_out, arrival_out):
+    """Copy the seq and arrival of input positions `index` into the log's slots from `first` on."""
+    for i in range(index.size):
+        seq_out[first + i] = seqs[index[i]]
+        arrival_out[first + i] = arrivals[index[i]]
 
 
 @numba.njit(cache=True)
@@ -102,9 +97,6 @@ class WorkerPool:
         self._after = np.empty(max_tuples, np.int64)
         self._head = np.full(n, -1, np.int64)
         self._tail = np.full(n, -1, np.int64)
-        self._seen = np.full(n, -1, np.int64)
-        self._touched = np.empty(n, np.int32)
-        self._batches = 0
         self._default = Observer(self)  # answers queue_length for callers that keep no observer of their own
 
     @property
@@ -120,31 +112,18 @@ class WorkerPool:
         self.capacity[:] = capacity
         self.service_s[:] = self.cost_s / capacity
 
-    def enqueue(self, workers: np.ndarray, at: float) -> tuple[int, float, np.ndarray]:
-        """Queue a batch routed to `workers` arriving at `at`: first slot, last finish, workers used."""
+    def enqueue_buffer(self, w: int, size: int, at: float) -> tuple[int, float]:
+        """Queue a buffer of `size` tuples for worker w arriving at `at`: its first slot and last finish."""
         first = self.size
-        if first + len(workers) > len(self.worker):
+        if first + size > len(self.worker):
             raise RuntimeError("more tuples queued than the stream holds")
-        self._batches += 1
-        log = (self.worker, self.enqueue_s, self.start_s, self.finish_s)
-        fifo = (self._after, self._head, self._tail)
-        done, used = _lindley(
-            workers,
-            first,
-            at,
-            self.service_s,
-            self.free_at,
-            log,
-            fifo,
-            self._seen,
-            self._batches,
-            self._touched,
-        )
-        if done < 0:
-            bad = workers[int(-1.0 - done)]
-            raise ValueError(f"the grouping routed a tuple to worker {bad}, outside [0, {self.workers})")
-        self.size += len(workers)
-        return first, done, self._touched[:used].copy()
+        if not 0 <= w < self.workers:
+            raise ValueError(f"the grouping routed a tuple to worker {w}, outside [0, {self.workers})")
+        done = _lindley(w, size, first, at, self.service_s, self.free_at,
+                            (self.worker, self.enqueue_s, self.start_s, self.finish_s),
+                            (self._after, self._head, self._tail))
+        self.size += size
+        return first, done
 
     def queue_length(self, workers: np.ndarray, at: float) -> np.ndarray:
         """Tuples waiting or in service on each given worker at time `at` (times must not decrease)."""

@@ -41,7 +41,7 @@ from topo.results.metrics import (
 from topo.results.outcome import operator_outcome, run_result
 from topo.schedule import MESSAGES, Change
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.sim.queueing import Observer, WorkerPool
+from topo.sim.queueing import Observer, WorkerPool, gather
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
@@ -241,11 +241,10 @@ class Simulation:
     def _arrive(self, source: SimSource, buffer: Buffer) -> None:
         """A buffer reaches its worker: queue its tuples (their finish times are known at once)."""
         now, w, size = self.kernel.now, buffer.worker, len(buffer.index)
-        first, done, _ = self.pool.enqueue(np.full(size, w, np.int32), now)
+        first, done = self.pool.enqueue_buffer(w, size, now)
         end = first + size
-        self.seq[first:end] = source.seqs[buffer.index]
+        gather(buffer.index, first, source.seqs, source.node.arrival, self.seq, self.arrival_s)
         self.source[first:end] = source.index
-        self.arrival_s[first:end] = source.node.arrival[buffer.index]
         self.meters[w].arrive(now, size)
         self.batches.append((source.index, w, buffer.batch_id, first, size, buffer.sent_s, done))
         self.kernel.schedule(done, self._served, source, w, first, size, priority=DONE)
