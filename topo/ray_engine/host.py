@@ -142,38 +142,31 @@ class WorkerHost(Mortal):
         if ack is None:
             return  # dropped: sent by a source incarnation that died, whose successor re-sends what it held
         if self.delay_s:  # and so is its ack, on the way back
-            self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._post, source, ack)
+            self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._post, [(source, ack)])
         elif self.scheduler is not None and self.scheduler.on_thread():
             self._held.append((source, ack))  # leaves with the pass's other acks: one lock, one wake-up per source
         else:
-            self._post(source, ack)
+            self._post([(source, ack)])
 
     def _post_held(self) -> None:
-        """Post the acks of the scheduler's pass: each source's outbox gets them in order, and each waiting poll
-        is answered once."""
-        if not self._held:
-            return
-        held, self._held = self._held, []
+        """Post the acks of the scheduler's pass, all at once."""
+        if self._held:
+            held, self._held = self._held, []
+            self._post(held)
+
+    def _post(self, acks: list[tuple[int, Any]]) -> None:
+        """Put (source, ack) pairs in their sources' outboxes, in order, and hand each source's poll, if one waits,
+        its whole outbox once."""
         answers = []
         with self._boxes:
-            for source, ack in held:
+            for source, ack in acks:
                 self._outbox[source].append(ack)
-            for source in {source for source, _ in held}:
+            for source in {source for source, _ in acks}:
                 waiter = self._waiters.pop(source, None)
                 if waiter is not None:
                     answers.append((waiter, self._outbox[source]))
                     self._outbox[source] = []
         for waiter, out in answers:
-            waiter.set_result(out)  # outside the lock: the waiter's callbacks may run here
-
-    def _post(self, source: int, ack: Any) -> None:
-        """Put an ack in its source's outbox, and hand the whole outbox to the source's poll if one waits."""
-        with self._boxes:
-            self._outbox[source].append(ack)
-            waiter = self._waiters.pop(source, None)
-            if waiter is not None:
-                out, self._outbox[source] = self._outbox[source], []
-        if waiter is not None:
             waiter.set_result(out)  # outside the lock: the waiter's callbacks may run here
 
     def poll(self, source: int, epoch: int = 0) -> concurrent.futures.Future:

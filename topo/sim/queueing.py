@@ -3,7 +3,7 @@ piggyback on acks.
 
 A tuple on worker w takes cost_ms / c_w. With FIFO order and deterministic service its finish time is known
 the moment it is queued (Lindley: start = max(arrival, server free), finish = start + service), so a whole
-batch is queued by one compiled loop and no service events are ever simulated.
+buffer is queued by one compiled loop and no service events are ever simulated.
 What a worker piggybacks on its acks is the shared model's (`topo.model.AckMeter`), the same as on Ray.
 """
 
@@ -29,6 +29,7 @@ def _lindley(w, size, first, at, service, free_at, log, fifo):
         enqueue[slot] = at
         start[slot] = begin
         finish[slot] = end
+        # each worker's queue is a linked list over slots, walked later to count what it holds
         after[slot] = -1
         if tail[w] >= 0:
             after[tail[w]] = slot
