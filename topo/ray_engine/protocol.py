@@ -98,25 +98,25 @@ class Flush:
 
 def batch_log(seq, source, arrival, enqueue, begin, finish) -> dict[str, np.ndarray]:
     """LOG_COLUMNS of one served batch: its tuples started one after another from `begin` (FIFO server)."""
-    return served_log([np.asarray(seq)], [source], [np.asarray(arrival, np.float64)], [enqueue], [begin],
-                      [np.asarray(finish, np.float64)])
+    seq = np.asarray(seq, np.int64)
+    return served_log(seq, np.asarray(arrival, np.float64), np.array([len(seq)]), [source], [enqueue], [begin],
+                      np.asarray(finish, np.float64))
 
 
-def served_log(seqs: list, sources: list, arrivals: list, enqueues: list, begins: list,
-               finishes: list | np.ndarray) -> dict[str, np.ndarray]:
+def served_log(seq: np.ndarray, arrival: np.ndarray, sizes: np.ndarray, sources: list, enqueues: list,
+               begins: list, finish: np.ndarray) -> dict[str, np.ndarray]:
     """LOG_COLUMNS of batches served one after another, built at once (a worker logs at flush time, not per
-    buffer): within a batch each tuple starts when the one before it finished, the first at its batch's begin."""
-    sizes = np.fromiter((len(s) for s in seqs), np.int64, len(seqs))
-    finish = finishes if isinstance(finishes, np.ndarray) else np.concatenate(finishes) if finishes else np.empty(0)
+    buffer): `seq`, `arrival` and `finish` hold every batch's tuples one after another, `sizes` says how many each
+    has; within a batch each tuple starts when the one before it finished, the first at its batch's begin."""
     start = np.empty(len(finish))
     if len(finish):
         start[1:] = finish[:-1]
         firsts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[sizes > 0]
         start[firsts] = np.asarray(begins, np.float64)[sizes > 0]
     return {
-        "seq": np.concatenate(seqs).astype(np.int64, copy=False) if seqs else np.empty(0, np.int64),
+        "seq": seq,
         "source": np.repeat(np.asarray(sources, np.int32), sizes),
-        "arrival_s": np.concatenate(arrivals).astype(np.float64, copy=False) if arrivals else np.empty(0),
+        "arrival_s": arrival,
         "enqueue_s": np.repeat(np.asarray(enqueues, np.float64), sizes),
         "start_s": np.minimum(start, finish),
         "finish_s": finish,

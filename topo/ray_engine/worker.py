@@ -306,14 +306,14 @@ class Worker(Mortal):
 
     def _fold(self, served: list[tuple[Job, float, Any]]) -> tuple[Any, dict[str, np.ndarray]]:
         """The operator's state over these batches, updated in service order, and their tuple log."""
-        tuples = [job.tuples for job, _, _ in served]
-        keys = np.concatenate([t["key"] for t in tuples])
-        values = [job.values for job, _, _ in served]
+        jobs = [job for job, _, _ in served]
+        records = np.concatenate([job.tuples for job in jobs])  # one copy of every record, then its columns
+        values = [job.values for job in jobs]
         values = None if all(v is None for v in values) else np.concatenate(values)
-        state = self.op.update(self.op.empty(), keys, values)
-        log = served_log([t["seq"] for t in tuples], [job.source for job, _, _ in served],
-                         [t["arrival"] for t in tuples], [job.enqueued for job, _, _ in served],
-                         [begin for _, begin, _ in served], _finish(served))
+        state = self.op.update(self.op.empty(), records["key"], values)
+        sizes = np.fromiter((len(job.tuples) for job in jobs), np.int64, len(jobs))
+        log = served_log(records["seq"], records["arrival"], sizes, [job.source for job in jobs],
+                         [job.enqueued for job in jobs], [begin for _, begin, _ in served], _finish(served))
         return state, log
 
     def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
