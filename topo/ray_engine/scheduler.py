@@ -52,7 +52,7 @@ class Scheduler:
 
     def wake(self, worker: int) -> None:
         """An idle worker has work (a batch, or a pause)."""
-        if threading.get_ident() == self._ident:
+        if self.on_thread():
             self._mine.append(worker)  # queued by the scheduler itself: no lock, no notify
             return
         with self._cond:
