@@ -49,13 +49,15 @@ def test_sources_and_workers_share_processes_and_stay_exact(ray_session, groupin
 def test_a_process_killed_mid_run_takes_its_sources_and_workers_and_loses_nothing(ray_session):
     spec = TopologySpec(grouping="pkg", engine="ray", workers=4, sources=4, cost_ms=0.1, rate=8000.0,
                         batch_size=100, linger_ms=10.0, aggregate_every_s=0.3, processes=2)
-    summary = run_ray(spec, zipf_stream(16000), chaos=(("kill-source", 1, 0.8),)).summary
+    # and the aggregator after it: every source, each driven by its process's scheduler, rewinds
+    summary = run_ray(spec, zipf_stream(16000), chaos=(("kill-source", 1, 0.8), "kill-aggregator@1.4")).summary
     check_run(summary, spec)  # exact: nothing lost, nothing counted twice
-    [kill] = summary["ray"]["chaos"]
+    kill, _ = summary["ray"]["chaos"]
     assert kill["how"].startswith("SIGKILL") and kill["process_sources"] == [1, 3] and kill["process_workers"] == [2, 3]
     recovery = summary["ray"]["recovery"]
     dead = {f["actor"] for f in recovery["failures"]}
     # the process hosted sources 1 and 3 and workers 2 and 3: every one of them is on the record, and came back
-    assert {"source 1", "source 3", "workers 2,3 (process 1)"} <= dead
+    assert {"source 1", "source 3", "workers 2,3 (process 1)", "aggregator"} <= dead
+    assert summary["ray"]["rewinds"] >= 1
     assert all(f["recovery_s"] is not None and f["how"] == "killed by --chaos" for f in recovery["failures"])
     assert summary["ray"]["incarnations"] == [1, 1, 2, 2]

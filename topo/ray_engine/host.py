@@ -93,6 +93,7 @@ class WorkerHost(Mortal):
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._waiters: dict[int, concurrent.futures.Future] = {}  # source -> its poll waiting for an ack
         self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
+        self.driven: set[int] = set()  # sources of this process that the scheduler drives (they take their acks)
 
     def _flush_forever(self) -> None:
         """Every period, flush every hosted worker's delta in one call to the aggregator (one timer and one Ray call
@@ -129,7 +130,10 @@ class WorkerHost(Mortal):
         if self.delay_s:  # on the wire for one delay first
             self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._queue, frame, sent, done)
         elif self.scheduler is not None:
-            self.scheduler.deliver(partial(self._queue, frame, sent, done))
+            if self.scheduler.on_thread():  # from a source the scheduler drives: queued in the same pass
+                self._queue(frame, sent, done)
+            else:
+                self.scheduler.deliver(partial(self._queue, frame, sent, done))
         else:
             self._queue(frame, sent, done)
 
@@ -156,8 +160,8 @@ class WorkerHost(Mortal):
 
     def _post(self, acks: list[tuple[int, Any]]) -> None:
         """Put (source, ack) pairs in their sources' outboxes, in order, and hand each source's poll, if one waits,
-        its whole outbox once."""
-        answers = []
+        its whole outbox once; a source the scheduler drives is poked instead, and takes its outbox itself."""
+        answers, pokes = [], []
         with self._boxes:
             for source, ack in acks:
                 self._outbox[source].append(ack)
@@ -166,8 +170,33 @@ class WorkerHost(Mortal):
                 if waiter is not None:
                     answers.append((waiter, self._outbox[source]))
                     self._outbox[source] = []
+                elif source in self.driven:
+                    pokes.append(source)
         for waiter, out in answers:
             waiter.set_result(out)  # outside the lock: the waiter's callbacks may run here
+        for source in pokes:
+            self.scheduler.poke(source)
+
+    def take(self, source: int) -> list:
+        """Every ack for `source` not taken yet (a source the scheduler drives, on the scheduler's thread)."""
+        with self._boxes:
+            out, self._outbox[source] = self._outbox[source], []
+        return out
+
+    def drive(self, source: int, poll: concurrent.futures.Future | None) -> bool:
+        """From now on the scheduler drives `source`, which takes its acks with `take`. True when its `poll` was
+        still waiting (it will not be answered); else the poll has its answer, or is about to."""
+        with self._boxes:
+            self.driven.add(source)
+            if poll is not None and self._waiters.get(source) is poll:
+                del self._waiters[source]
+                return True
+        return False
+
+    def undrive(self, source: int) -> None:
+        """`source` polls for its acks again."""
+        with self._boxes:
+            self.driven.discard(source)
 
     def poll(self, source: int, epoch: int = 0) -> concurrent.futures.Future:
         """A future of every ack for `source` not taken yet, done once there is at least one (from any thread: a

@@ -27,8 +27,8 @@ def _landed(poll: concurrent.futures.Future) -> None:
 
 
 class Links:
-    """Needs the source's `workers`, `_hosts`, `local`, `_pending`, `_polls`, `_buffer`, `_in_flight`, `_suspects`,
-    `count`, `index`, `epoch` and `_acked`."""
+    """Needs the source's `workers`, `_hosts`, `local`, `driver`, `_pending`, `_polls`, `_buffer`, `_in_flight`,
+    `_suspects`, `count`, `index`, `epoch` and `_acked`."""
 
     def _send(self, entries: list) -> None:
         """Put buffers on the wire, one frame per worker process; each stays in the replay buffer until committed,
@@ -50,8 +50,8 @@ class Links:
                 self._buffer[entry.batch_id] = entry
                 self._in_flight[entry.worker] += 1
                 waiting[(entry.worker, entry.batch_id)] = entry
-            if h not in self._polls:
-                self._polls[h] = self._long_poll(h)
+            if h not in self._polls and not (self.driver is not None and self.local[1] == h):
+                self._polls[h] = self._long_poll(h)  # (a driven source takes its process's acks itself)
 
     def _long_poll(self, h: int) -> concurrent.futures.Future:
         """Process h's next answer with this source's acks, as a future that notes when it landed."""
@@ -59,8 +59,15 @@ class Links:
             poll = self.local[0].poll(self.index, self.epoch)  # in-process: a future the workers complete
         else:
             poll = self._hosts[h].host.acks.remote(self.index, self.epoch).future()
+            if self.driver is not None:
+                poll.add_done_callback(self._poke)  # the scheduler that drives this source takes it in a pass
         poll.add_done_callback(_landed)
         return poll
+
+    def _poke(self, _poll: concurrent.futures.Future) -> None:
+        driver = self.driver
+        if driver is not None:
+            driver.poke(self.index)
 
     def _all_inflight(self) -> list:
         """The long polls of the processes that owe this source an ack."""
@@ -85,10 +92,11 @@ class Links:
             if poll.done():
                 self._take(poll)
 
-    def _take(self, poll: concurrent.futures.Future) -> None:
+    def _take(self, poll: concurrent.futures.Future, h: int | None = None, again: bool = True) -> None:
         """A long poll answered: feed its acks to the node, and poll that process again."""
-        h = next(h for h, p in self._polls.items() if p is poll)
-        del self._polls[h]
+        if h is None:
+            h = next(h for h, p in self._polls.items() if p is poll)
+            del self._polls[h]
         waiting = self._pending.get(h, {})
         try:
             acks = poll.result()
@@ -101,9 +109,34 @@ class Links:
                 self._suspects.add(entry.worker)
             waiting.clear()
             return
-        landed = getattr(poll, "landed", None) or time.time()
+        self._take_acks(h, acks, getattr(poll, "landed", None) or time.time())
+        if again:
+            self._polls[h] = self._long_poll(h)
+
+    def _take_acks(self, h: int, acks: list, landed: float) -> None:
+        """Feed process h's acks, landed at `landed` (time.time()), to the node."""
+        waiting = self._pending.get(h, {})
         for ack in acks:
             entry = waiting.pop((ack.worker, ack.batch_id), None)
             if entry is not None:
                 self._acked(entry, ack, landed)
-        self._polls[h] = self._long_poll(h)
+
+    # --- driven by the process's scheduler (Storm's process model, sleep mode)
+
+    def attached(self, driver) -> None:
+        """The scheduler of this source's process drives it from now on (on the scheduler's thread): the acks of
+        this process's workers come from its outbox, not through a poll."""
+        h = self.local[1]
+        poll = self._polls.pop(h, None)
+        self.driver = driver
+        if not self.local[0].drive(self.index, poll) and poll is not None:
+            self._take(poll, h, again=False)  # answered before the hand-over (the answer may still be on its way)
+        self._take_acks(h, self.local[0].take(self.index), time.time())
+
+    def detached(self) -> None:
+        """The source runs its own loop again: it polls its process for acks."""
+        h = self.local[1]
+        self.local[0].undrive(self.index)
+        self.driver = None
+        if self._pending.get(h) and h not in self._polls:
+            self._polls[h] = self._long_poll(h)

@@ -10,6 +10,12 @@ the hot path takes no lock another thread holds, and waits for the GIL once per 
 acks of a wake-up leave together at its end (`after_pass`), so a source wakes once per pass, not once per ack.
 When it gets to a deadline late, the ack leaves late (the workers report how late, `late_ms`); the batch's
 service does not move. Cpu mode keeps a thread per worker: burning is real work and needs threads of its own.
+
+The same thread drives the process's sources (Storm's process model), as a Storm worker's executors share its
+threads: a source hands its steady loop over (`drive`), and the scheduler steps it when the source said it would
+(its next deadline, on the same heap's clock) or when an ack reached it (`poke`), in the same pass as the
+completions that acked it. No source thread then fights the scheduler for the GIL, and an ack between executors
+of one process is an append to a list. A source takes its loop back for what blocks (recovery, rewinds, the drain).
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ import heapq
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
+
+HAND_BACK = -1.0  # a driven source's answer when it needs its own thread again
 
 
 class Scheduler:
@@ -30,6 +39,10 @@ class Scheduler:
         self._frames: list[Callable[[], None]] = []  # frames to queue, each as the call that queues it
         self._mine: list[int] = []  # idle workers that got work from this thread
         self._ident: int | None = None
+        self._poked: set[int] = set()  # driven sources that have acks, poked from another thread
+        self._poked_mine: set[int] = set()  # driven sources that have acks, poked from this thread
+        self.driven: dict[int, Any] = {}  # source -> the source whose loop this thread runs
+        self._due: dict[int, float | None] = {}  # driven source -> its next deadline (perf_counter), None: on acks
         self.workers: dict[int, Any] = {}
         self.after_pass: Callable[[], None] = lambda: None  # once per wake-up, after every completion of it
 
@@ -45,6 +58,45 @@ class Scheduler:
             self._frames.append(queue)
             if len(self._frames) == 1 and not self._woken:
                 self._cond.notify()
+
+    def drive(self, source: Any) -> None:
+        """Run `source`'s loop on this thread (called from the source's own thread, which blocks) until the source
+        hands it back: its input is done, or it has something to recover."""
+        source.handed_back.clear()
+        self.deliver(partial(self._attach, source))
+        source.handed_back.wait()
+
+    def poke(self, source: int) -> None:
+        """Driven `source` has acks waiting (from any thread)."""
+        if self.on_thread():
+            self._poked_mine.add(source)
+            return
+        with self._cond:
+            self._poked.add(source)
+            self._cond.notify()
+
+    def _attach(self, source: Any) -> None:
+        self.driven[source.index] = source
+        self._due[source.index] = time.perf_counter()  # steps in this pass
+        source.attached(self)
+
+    def _step_sources(self) -> None:
+        """Step every driven source that is due, or has acks; hand back those that need their thread."""
+        poked = self._poked_mine
+        if self._poked:
+            with self._cond:
+                poked |= self._poked
+                self._poked = set()
+        self._poked_mine = set()
+        now = time.perf_counter()
+        for s, due in list(self._due.items()):
+            if s in poked or (due is not None and due <= now):
+                due = self._due[s] = self.driven[s].tick()
+                if due == HAND_BACK:
+                    source = self.driven.pop(s)
+                    del self._due[s]
+                    source.detached()
+                    source.handed_back.set()
 
     def on_thread(self) -> bool:
         """True when called from the scheduler's own thread."""
@@ -67,8 +119,11 @@ class Scheduler:
         due: list[tuple[float, int]] = []  # (perf_counter deadline, worker) of every worker in service
         while True:
             with self._cond:
-                if not self._woken and not self._frames:
-                    timeout = due[0][0] - time.perf_counter() if due else None
+                if not (self._woken or self._frames or self._mine or self._poked or self._poked_mine):
+                    deadline = min([d for d in self._due.values() if d is not None], default=None)
+                    if due and (deadline is None or due[0][0] < deadline):
+                        deadline = due[0][0]
+                    timeout = None if deadline is None else deadline - time.perf_counter()
                     if timeout is None or timeout > 0:
                         self._cond.wait(timeout)
                 woken, self._woken = self._woken, []
@@ -85,6 +140,9 @@ class Scheduler:
                 if self.workers[w].complete():
                     self._start(w, due)
             self.after_pass()
+            if self._due or self._poked or self._poked_mine:
+                self._step_sources()
+                self.after_pass()  # a source's step may be acked at once (a duplicate of a replay)
 
     def _start(self, w: int, due: list[tuple[float, int]]) -> None:
         """Start worker w's next batch; one whose deadline has already passed completes at once."""

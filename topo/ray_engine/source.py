@@ -42,6 +42,7 @@ from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal, Named
 from topo.ray_engine.protocol import tag
 from topo.ray_engine.recovery import ACKED, FAILED, PENDING, Recovery
+from topo.ray_engine.scheduler import HAND_BACK
 from topo.ray_engine.topic import read_share
 from topo.spec import TopologySpec
 
@@ -117,6 +118,8 @@ class Source(Links, Recovery, Mortal):
         self._polls: dict[int, Any] = {}  # worker process -> this source's outstanding `acks` call
         self._hosts = {ref.host_index: ref for ref in workers}  # worker process -> a ref that reaches it
         self.local: tuple[Any, int] | None = None  # (process, its index) when this source lives in one (Storm's model)
+        self.driver: Any = None  # the scheduler of that process while it runs this source's loop (sleep mode)
+        self.handed_back = threading.Event()  # the driver is done with this source for now
         self._in_flight = [0] * n  # buffers in flight per worker
         self._buffer: dict[int, Entry] = {}
         self._incarnation = [-1] * n  # newest incarnation heard from, per worker
@@ -125,6 +128,8 @@ class Source(Links, Recovery, Mortal):
         self._batch_rows: list[tuple] = []
         self.t0 = 0.0
         self._kick = False  # an ack or a release asks the loop to step now
+        self._wake: float | None = 0.0  # when the node said it steps next (seconds after t0); None: on an ack
+        self._ticks_s = 0.0  # time the driving scheduler spent on this source since it took its loop
         self.waited_s = 0.0  # time the loop spent waiting for input, deadlines or answers (the rest it was busy)
         self.loop_s = self.loop_busy_s = 0.0
 
@@ -171,35 +176,27 @@ class Source(Links, Recovery, Mortal):
             self.install(replica)
         if self.epoch > 0:
             self._resume()
-        node = self.node
         time.sleep(max(0.0, t0 - time.time()))
         started = time.perf_counter()
-        wake: float | None = 0.0
-        while not node.done:
+        self._wake = 0.0
+        scheduler = self.local[0].scheduler if self.local is not None else None
+        while not self.node.done:
             self._poll()
             self._recover_suspects()
             self._take_rewinds()
-            now = time.time() - t0
-            # as in the simulator, the node steps when it said it would, or when an ack lets a buffer out; an ack
-            # that only carries feedback waits for the next step's routing
-            if self._kick or (wake is not None and now >= wake):
-                self._kick = False
-                with self._lock:
-                    before = node.routed
-                    out = node.step(now)
-                    if self.controller is not None and node.routed > before:
-                        self._fresh.append(self.keys[before : node.routed])
-                    wake = node.next_wakeup(now)
-                if out:
-                    self._send(self._entries(out))
-                self.count.emitted = node.routed
-                if self.metrics is not None and out:
-                    self._record(sum(len(b.index) for b in out))
-            if node.done:
+            if scheduler is not None and not self._suspects:
+                clock = time.perf_counter()
+                self._ticks_s = 0.0
+                scheduler.drive(self)  # until the input is done or something needs recovering
+                self.waited_s += time.perf_counter() - clock - self._ticks_s
+                continue
+            self._step(time.time() - t0)
+            if self.node.done:
                 break
             # sleep until the node's next deadline, or the next answer if one could let something out: an ack that
             # only carries feedback is taken at the next step, with the time it landed
-            hungry = wake is None or self._suspects or node.waits_for_acks()
+            wake = self._wake
+            hungry = wake is None or self._suspects or self.node.waits_for_acks()
             self._wait(self._all_inflight() if hungry else [],
                        None if wake is None else max(0.0, t0 + wake - time.time()))
         self.loop_s = time.perf_counter() - started
@@ -208,6 +205,42 @@ class Source(Links, Recovery, Mortal):
         if self.metrics is not None:
             self._record(0)
         return self._report()
+
+    def _step(self, now: float) -> None:
+        """As in the simulator, the node steps when it said it would (`_wake`, seconds after t0), or when an ack lets
+        a buffer out; an ack that only carries feedback waits for the next step's routing."""
+        if not (self._kick or (self._wake is not None and now >= self._wake)):
+            return
+        self._kick = False
+        node = self.node
+        with self._lock:
+            before = node.routed
+            out = node.step(now)
+            if self.controller is not None and node.routed > before:
+                self._fresh.append(self.keys[before : node.routed])
+            self._wake = node.next_wakeup(now)
+        if out:
+            self._send(self._entries(out))
+        self.count.emitted = node.routed
+        if self.metrics is not None and out:
+            self._record(sum(len(b.index) for b in out))
+
+    def tick(self) -> float | None:
+        """One pass of the loop on the driving scheduler's thread: take the acks, step if due. The next deadline
+        (perf_counter seconds; None: when acks come), or `HAND_BACK` when the source needs its own thread."""
+        clock = time.perf_counter()
+        wall = time.time()
+        self._take_acks(self.local[1], self.local[0].take(self.index), wall)
+        self._poll()
+        if not (self._suspects or self._rewinds or self.node.done):
+            self._step(wall - self.t0)
+        done = time.perf_counter()
+        self._ticks_s += done - clock
+        if self._suspects or self._rewinds or self.node.done:
+            return HAND_BACK
+        if self._kick:
+            return done  # an ack let a buffer out meanwhile
+        return None if self._wake is None else self.t0 + self._wake - wall + clock
 
     def _record(self, emitted: int) -> None:
         """Export a step's metrics: tuples sent, buffers in flight, now and then the virtual workers (cg)."""
@@ -339,6 +372,9 @@ class Source(Links, Recovery, Mortal):
     def rewind(self, cut: float) -> None:
         """The aggregator restarted: the loop re-sends what was acked before `cut` and is not committed."""
         self._rewinds.append(cut)
+        driver = self.driver
+        if driver is not None:
+            driver.poke(self.index)  # its scheduler hands the loop back to this source's thread
 
     def resize(self, workers: int) -> None:
         """Route over workers [0, `workers`) from the next batch on (workers join or leave at the top index)."""
