@@ -80,7 +80,9 @@ class AckMeter:
         service_ms = busy / served * 1e3 if served and busy > 0 else self.service_s * 1e3
         signal = 0
         if self.delegation is not None and self.index < active:
-            watched = {"busy": utilization, "offered": offered, "queue": queue_len / self.queue_capacity}[self.measure]
+            measure = self.measure
+            watched = (utilization if measure == "busy" else offered if measure == "offered" else
+                       queue_len / self.queue_capacity)
             signal = int(self.delegation.signal(self.index, source, now, float(watched)))
             if signal:
                 self.signals["increase" if signal > 0 else "decrease"] += 1

@@ -29,7 +29,7 @@ import ray
 
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal, Named
-from topo.ray_engine.protocol import Frame
+from topo.ray_engine.protocol import Frame, Handover
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker, wait_ref
 from topo.spec import TopologySpec
@@ -123,7 +123,7 @@ class WorkerHost(Mortal):
         self.loop = asyncio.get_running_loop()
         self.accept(frame, sent)
 
-    def accept(self, frame: Frame, sent: float) -> None:
+    def accept(self, frame: Frame | Handover, sent: float) -> None:
         """`process`, from any thread (a source of this process hands its frames over directly): to the scheduler,
         which queues the buffers itself, or to each worker's queue."""
         done = partial(self._served, frame.source)
@@ -137,7 +137,7 @@ class WorkerHost(Mortal):
         else:
             self._queue(frame, sent, done)
 
-    def _queue(self, frame: Frame, sent: float, done: Any) -> None:
+    def _queue(self, frame: Frame | Handover, sent: float, done: Any) -> None:
         for w, batch_id, tuples, values in frame.buffers():
             self.workers[w].enqueue(frame.source, batch_id, tuples, values, sent, done)
 

@@ -16,7 +16,7 @@ import time
 
 from ray.exceptions import RayActorError
 
-from topo.ray_engine.protocol import pack_frame
+from topo.ray_engine.protocol import Handover, pack_frame
 from topo.ray_engine.recovery import FAILED, PENDING
 
 FIRST = concurrent.futures.FIRST_COMPLETED
@@ -38,11 +38,10 @@ class Links:
             frames.setdefault(self.workers[entry.worker].host_index, []).append(entry)
         now = time.time()
         for h, group in frames.items():
-            frame = pack_frame(self.index, group)
             if self.local is not None and self.local[1] == h:
-                self.local[0].accept(frame, now)  # in-process: no Ray call
+                self.local[0].accept(Handover(self.index, group), now)  # in-process: no Ray call, nothing packed
             else:
-                self._hosts[h].host.process.remote(frame, now)  # a failure shows on the long poll
+                self._hosts[h].host.process.remote(pack_frame(self.index, group), now)  # a failure shows on the poll
             waiting = self._pending.setdefault(h, {})
             for entry in group:
                 entry.state, entry.sent_s = PENDING, now

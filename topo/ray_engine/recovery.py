@@ -62,7 +62,7 @@ class Recovery:
         """Send these entries again, with their batch ids, counted under `cause`."""
         if not entries:
             return
-        tuples = sum(len(e.keys) for e in entries)
+        tuples = sum(len(e.tuples) for e in entries)
         self.count.replays += len(entries)
         self.count.replayed_tuples += tuples
         self.count.replayed_by[cause] += tuples

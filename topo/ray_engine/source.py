@@ -40,7 +40,7 @@ from topo.model.inputs import source_seed
 from topo.ray_engine.links import Links
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal, Named
-from topo.ray_engine.protocol import tag
+from topo.ray_engine.protocol import WIRE, tag
 from topo.ray_engine.recovery import ACKED, FAILED, PENDING, Recovery
 from topo.ray_engine.scheduler import HAND_BACK
 from topo.ray_engine.topic import read_share
@@ -53,9 +53,7 @@ class Entry:
 
     batch_id: int
     worker: int
-    seq: np.ndarray
-    keys: np.ndarray
-    arrival: np.ndarray
+    tuples: np.ndarray  # `protocol.WIRE` records, as they go on the wire (a view into its step's records)
     values: Any
     state: str = PENDING
     incarnation: int = -1  # the worker incarnation that acked it
@@ -253,14 +251,16 @@ class Source(Links, Recovery, Mortal):
     def _entries(self, out: list[Buffer]) -> list[Entry]:
         """A step's buffers as replay entries: their columns gathered once for the whole step, a view each."""
         pick = np.concatenate([b.index for b in out]) if len(out) > 1 else out[0].index
-        seq, keys, arrival = self.seqs[pick], self.keys[pick], self.t0 + self.node.arrival[pick]
+        records = np.empty(len(pick), WIRE)
+        records["seq"], records["key"], records["arrival"] = self.seqs[pick], self.keys[pick], self.node.arrival[pick]
+        records["arrival"] += self.t0
         values = None if self.values is None else self.values[pick]
         self.count.sub_batches += len(out)
         entries, start = [], 0
         for buffer in out:
             end = start + len(buffer.index)
-            entries.append(Entry(tag(self.epoch, buffer.batch_id), buffer.worker, seq[start:end], keys[start:end],
-                                 arrival[start:end], None if values is None else values[start:end]))
+            entries.append(Entry(tag(self.epoch, buffer.batch_id), buffer.worker, records[start:end],
+                                 None if values is None else values[start:end]))
             start = end
         return entries
 
@@ -300,8 +300,9 @@ class Source(Links, Recovery, Mortal):
         for b in batch_ids.tolist() if isinstance(batch_ids, np.ndarray) else batch_ids:
             entry = self._buffer.pop(b, None)
             if entry is not None:
-                self._release(entry)
-                self._batch_rows.append((b, entry.worker, len(entry.keys), entry.sent_s - self.t0,
+                if entry.credit:  # (acked, it gave its credit back already)
+                    self._release(entry)
+                self._batch_rows.append((b, entry.worker, len(entry.tuples), entry.sent_s - self.t0,
                                          entry.acked_s - self.t0, entry.sends))
 
     # --- the end

@@ -30,7 +30,7 @@ from topo.model import AckMeter, queue_capacity
 from topo.model.worker import DEFAULT_WINDOW_S
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import PROCESS_START, Mortal, until_back
-from topo.ray_engine.protocol import Ack, Flush, epoch_of, served_log
+from topo.ray_engine.protocol import Ack, Flush, concat_records, epoch_of, served_log
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.work import ServiceEmulator, ideal_finish, sleep_until, spread_ms
 from topo.spec import TopologySpec
@@ -51,12 +51,42 @@ class Job:
     done: Callable[[Ack | None], None]  # takes the batch's ack once served (None: dropped)
 
 
-def _finish(served: list[tuple[Job, float, Any]]) -> np.ndarray:
-    """The finish times of served batches, in order: as served, or from the ideal server's (start, service)."""
-    if not served or not isinstance(served[0][2], tuple):
-        return np.concatenate([finish for _, _, finish in served]) if served else np.empty(0)
-    starts, services = zip(*(span for _, _, span in served), strict=True)
-    return ideal_finish(np.asarray(starts), np.asarray(services), [len(job.tuples) for job, _, _ in served])
+class Served:
+    """The batches served since the last flush, column by column: the server appends, the flush takes arrays
+    (a flush of hundreds of batches then runs no Python loop over them)."""
+
+    __slots__ = ("sources", "batch_ids", "tuples", "values", "enqueued", "begins", "finish")
+
+    def __init__(self) -> None:
+        self.sources: list[int] = []
+        self.batch_ids: list[int] = []
+        self.tuples: list[np.ndarray] = []  # protocol.WIRE records of each batch
+        self.values: list[Any] = []
+        self.enqueued: list[float] = []
+        self.begins: list[float] = []
+        self.finish: list[Any] = []  # each batch's finish times, or the ideal server's (start, service)
+
+    def add(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float]) -> None:
+        self.sources.append(job.source)
+        self.batch_ids.append(job.batch_id)
+        self.tuples.append(job.tuples)
+        self.values.append(job.values)
+        self.enqueued.append(job.enqueued)
+        self.begins.append(begin)
+        self.finish.append(finish)
+
+    def __len__(self) -> int:
+        return len(self.batch_ids)
+
+    def sizes(self) -> np.ndarray:
+        return np.fromiter(map(len, self.tuples), np.int64, len(self.tuples))
+
+    def finish_times(self) -> np.ndarray:
+        """The finish times of every batch's tuples, in order: as served, or from the ideal server's spans."""
+        if not self.finish or not isinstance(self.finish[0], tuple):
+            return np.concatenate(self.finish) if self.finish else np.empty(0)
+        spans = np.array(self.finish, np.float64).reshape(-1, 2)
+        return ideal_finish(spans[:, 0], spans[:, 1], self.sizes())
 
 
 def wait_ref(ref: ray.ObjectRef) -> Any:
@@ -87,12 +117,12 @@ class Worker(Mortal):
         self._lock = threading.Lock()  # queue, counters, meter, state delta and commit lists
         self._ready = threading.Condition(self._lock)
         self._flushing = threading.Lock()  # one flush at a time
+        self._fencing = 0  # fences waiting for the batch in service to be served
         self._jobs: deque[Job] = deque()
         self._pause_s = 0.0  # migration pause waiting for the server
         self._capacity: float | None = None  # a capacity change waiting for the server
         self.paused_s = 0.0
-        # (batch, begin, its finish times or the ideal server's (start, service)) not flushed yet
-        self._served: list[tuple[Job, float, Any]] = []
+        self._served = Served()  # not flushed yet
         self._committed: dict[int, list[int]] = defaultdict(list)  # source -> batch ids merged, not yet acked
         self._accepted_ids: dict[int, set[int]] = defaultdict(set)  # source -> batch ids taken, not yet flushed
         self.transit_s: list[float] = []  # per buffer: time from the source's send to this queue, beyond the delay
@@ -183,7 +213,9 @@ class Worker(Mortal):
             self._jobs = kept
             # a batch of the dead incarnation in service now goes into the delta; the flush that follows takes it
             while self._serving is not None and self._serving[0] == source and epoch_of(self._serving[1]) < epoch:
+                self._fencing += 1
                 self._ready.wait()
+                self._fencing -= 1
 
     def _serve_forever(self) -> None:
         """Cpu mode: this worker's own server thread (each worker burns on its own thread)."""
@@ -246,15 +278,18 @@ class Worker(Mortal):
         tuples = job.tuples
         with self._lock:
             # the operator's update and the log wait for the flush, which does them for every batch at once
-            self._served.append((job, begin, finish))
+            self._served.add(job, begin, finish)
             self._serving = None
-            self._ready.notify_all()  # a fence may wait for this batch to be in the delta
+            if self._fencing:
+                self._ready.notify_all()  # a fence waits for this batch to be in the delta
             self.meter.service_s = self.emulator.service_s
             self.meter.serve(end, len(tuples), self.emulator.busy_seconds())
             ack = self._ack(job.source, job.batch_id, end)
         job.done(ack)
         if self.metrics is not None:
-            self.metrics.served(tuples["arrival"], _finish([(job, begin, finish)]))
+            one = Served()
+            one.add(job, begin, finish)
+            self.metrics.served(tuples["arrival"], one.finish_times())
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
 
     def _ack(self, source: int, batch_id: int, now: float) -> Ack:
@@ -295,30 +330,28 @@ class Worker(Mortal):
         with self._lock:
             if not self._served:
                 return None
-            served, self._served = self._served, []
+            served, self._served = self._served, Served()
         state, log = self._fold(served)
         keys = self.op.distinct_keys(state)
         if keys > self.state_peak["keys"]:
             self.state_peak = {"keys": keys, "bytes": self.op.state_size_bytes(state)}
-        sources = np.fromiter((job.source for job, _, _ in served), np.int32, len(served))
-        batch_ids = np.fromiter((job.batch_id for job, _, _ in served), np.int64, len(served))
+        sources = np.array(served.sources, np.int32)
+        batch_ids = np.array(served.batch_ids, np.int64)
         return Flush(self.index, self.incarnation, sources, batch_ids, state, log)
 
-    def _fold(self, served: list[tuple[Job, float, Any]]) -> tuple[Any, dict[str, np.ndarray]]:
+    def _fold(self, served: Served) -> tuple[Any, dict[str, np.ndarray]]:
         """The operator's state over these batches, updated in service order, and their tuple log."""
-        jobs = [job for job, _, _ in served]
-        records = np.concatenate([job.tuples for job in jobs])  # one copy of every record, then its columns
-        values = [job.values for job in jobs]
-        values = None if all(v is None for v in values) else np.concatenate(values)
+        records = concat_records(served.tuples)  # one copy of every record, then its columns
+        values = served.values
+        values = None if values.count(None) == len(values) else np.concatenate(values)
         state = self.op.update(self.op.empty(), records["key"], values)
-        sizes = np.fromiter((len(job.tuples) for job in jobs), np.int64, len(jobs))
-        log = served_log(records["seq"], records["arrival"], sizes, [job.source for job in jobs],
-                         [job.enqueued for job in jobs], [begin for _, begin, _ in served], _finish(served))
+        log = served_log(records["seq"], records["arrival"], served.sizes(), served.sources, served.enqueued,
+                         served.begins, served.finish_times())
         return state, log
 
     def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
         """The aggregator's answer to `flush`, (accepted, pairs now durable), or None if the call failed."""
-        self._forget(np.stack([flush.sources.astype(np.int64), flush.batch_ids], axis=1))
+        self._forget(flush.sources, flush.batch_ids)
         if answer is None:
             return  # the delta is lost with the call: its batches stay uncommitted and their sources replay them
         accepted, durable = answer
@@ -330,13 +363,13 @@ class Worker(Mortal):
             if not accepted:
                 self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
 
-    def _forget(self, pairs: np.ndarray) -> None:
+    def _forget(self, sources: np.ndarray, batch_ids: np.ndarray) -> None:
         """These batches left with a flush: from now on the aggregator, not this worker, knows whether they are
         merged. A re-send is served again (the aggregator restarted and lost them, or refused the flush), and
         `hello` no longer says this worker holds them, so their source re-sends them if they are not committed."""
         with self._lock:
-            for source, batch_id in pairs.tolist():
-                self._accepted_ids[source].discard(batch_id)
+            for source in np.unique(sources).tolist():
+                self._accepted_ids[source].difference_update(batch_ids[sources == source].tolist())
 
     async def flush_now(self, source: int) -> np.ndarray:
         """Flush at once; the batch ids of `source` committed since its last ack (none for source -1)."""
