@@ -51,8 +51,11 @@ def host_groups(workers: int, processes: int, placement: tuple[str, ...] | None 
 
 # young-generation collections every this many allocations: a process moves thousands of small objects per second
 # (buffers, acks, jobs), and at the default 700 a full collection of its long-lived objects came often enough to
-# stall every thread of the process for tens of milliseconds (p99 latency at 8 x 24: 222 ms, 121-127 ms with this)
-GC_THRESHOLD = (50_000, 50, 100)
+# stall every thread of the process for tens of milliseconds (p99 latency at 8 x 24: 222 ms, 121-127 ms with
+# 50,000); at 50,000 each young collection stalled the process 30-55 ms (8 x 64, one process: ten a run, p99
+# 58-121 ms), at 10,000 7 ms on average and at most 22-33 (p99 43-66 ms), at 2,000 no shorter at most and more
+# in all
+GC_THRESHOLD = (10_000, 50, 100)
 # how long a thread may hold the GIL while another waits for it: a process runs a dozen busy threads (sources, the
 # scheduler, the flusher), and at CPython's default of 5 ms their forced hand-overs cost so much that 8 x 64 carried
 # 83% of its rate; at 10 ms it carried 97% with the same p99 at 8 x 24 (at 20 ms and more, 8 x 24's p99 grew)
