@@ -2,11 +2,13 @@
 
 Buffers go out as one frame per worker process and step; acks come back through one long poll per process that
 answers with every ack of this source's buffers served so far. Both ends are Ray calls between processes. In
-Storm's process model a source and some workers share a process: then the frame is handed to that process
-directly (to its scheduler) and the long poll is a future that its workers complete, with no Ray call, no
-serialization and no event loop in between, and everything else (credits, acks, replay) stays the same. Every
-poll is a `concurrent.futures.Future` (`ObjectRef.future()` for a Ray call), so one wait covers in-process and
-remote processes alike.
+Storm's process model a source and some workers share a process: then the buffers are handed to that process
+as they are (`protocol.Handover`), with no Ray call, no serialization and no event loop in between, and everything
+else (credits, acks, replay) stays the same. In sleep mode the process's scheduler drives the source's loop
+(`attached`, `detached`) and the source takes its process's acks from its outbox on each pass; on its own thread
+(recovery, the drain, cpu mode) it waits on a long poll there, a future its workers complete. Every poll is a
+`concurrent.futures.Future` (`ObjectRef.future()` for a Ray call), so one wait covers in-process and remote
+processes alike.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 The node decides what goes out and when (per-destination buffers, linger, credits per channel, feedback before
 routing), exactly as in the simulator; this actor only moves its buffers: one Ray call per worker process and
 step carries that process's buffers in one frame of two arrays (`protocol.Frame`), and one long-poll
-call per process brings their acks back, which the node turns into credits and feedback.
+call per process brings their acks back, which the node turns into credits and feedback. A source hosted in a
+process with workers (Storm's model, sleep mode) lends its loop to the process's scheduler, which steps it
+(`tick`) on the thread that serves the workers, and takes it back for recovery and the drain.
 
 Replay: every buffer stays in the replay buffer until the aggregator has committed it (merged and checkpointed;
 acks and flushes tell). When a process's long poll fails with an actor error, or an ack shows that a worker
