@@ -126,7 +126,7 @@ def test_a_batch_the_restarted_aggregator_lost_is_served_again_when_re_sent(ray_
 
     from topo.ray_engine.aggregator import Aggregator
     from topo.ray_engine.host import WorkerHost
-    from topo.ray_engine.protocol import pack_frame, tag
+    from topo.ray_engine.protocol import WIRE, pack_frame, tag
     from topo.ray_engine.source import Entry
 
     topology = spec("pkg", workers=1, sources=1, capacities=(1.0,), worker_processes=1)
@@ -135,7 +135,9 @@ def test_a_batch_the_restarted_aggregator_lost_is_served_again_when_re_sent(ray_
         topology.operator, 1, 1, [3], str(tmp_path), 3600.0)  # a checkpoint only when asked: the merge is lost
     host = ray.remote(WorkerHost).options(num_cpus=0).remote([0], topology, name, "sleep", 1.0)
     batch = tag(0, 7)
-    frame = pack_frame(0, [Entry(batch, 0, np.arange(3), np.array([5, 5, 6], np.uint64), np.zeros(3), None)])
+    records = np.zeros(3, WIRE)
+    records["seq"], records["key"] = np.arange(3), np.array([5, 5, 6], np.uint64)
+    frame = pack_frame(0, [Entry(batch, 0, records, None)])
     ray.get(host.call.remote(0, "hello", -1, []))
     host.process.remote(frame, 0.0)
     assert [a.batch_id for a in ray.get(host.acks.remote(0))] == [batch]

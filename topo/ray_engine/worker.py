@@ -32,7 +32,8 @@ from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import PROCESS_START, Mortal, until_back
 from topo.ray_engine.protocol import Ack, Flush, concat_records, epoch_of, served_log
 from topo.ray_engine.scheduler import Scheduler
-from topo.ray_engine.work import ServiceEmulator, ideal_finish, sleep_until, spread_ms
+from topo.ray_engine.served import Served
+from topo.ray_engine.work import ServiceEmulator, sleep_until, spread_ms
 from topo.spec import TopologySpec
 
 DEFAULT_FLUSH_S = 0.5  # period of partial-state flushes when the spec sets none
@@ -49,44 +50,6 @@ class Job:
     values: Any
     enqueued: float
     done: Callable[[Ack | None], None]  # takes the batch's ack once served (None: dropped)
-
-
-class Served:
-    """The batches served since the last flush, column by column: the server appends, the flush takes arrays
-    (a flush of hundreds of batches then runs no Python loop over them)."""
-
-    __slots__ = ("sources", "batch_ids", "tuples", "values", "enqueued", "begins", "finish")
-
-    def __init__(self) -> None:
-        self.sources: list[int] = []
-        self.batch_ids: list[int] = []
-        self.tuples: list[np.ndarray] = []  # protocol.WIRE records of each batch
-        self.values: list[Any] = []
-        self.enqueued: list[float] = []
-        self.begins: list[float] = []
-        self.finish: list[Any] = []  # each batch's finish times, or the ideal server's (start, service)
-
-    def add(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float]) -> None:
-        self.sources.append(job.source)
-        self.batch_ids.append(job.batch_id)
-        self.tuples.append(job.tuples)
-        self.values.append(job.values)
-        self.enqueued.append(job.enqueued)
-        self.begins.append(begin)
-        self.finish.append(finish)
-
-    def __len__(self) -> int:
-        return len(self.batch_ids)
-
-    def sizes(self) -> np.ndarray:
-        return np.fromiter(map(len, self.tuples), np.int64, len(self.tuples))
-
-    def finish_times(self) -> np.ndarray:
-        """The finish times of every batch's tuples, in order: as served, or from the ideal server's spans."""
-        if not self.finish or not isinstance(self.finish[0], tuple):
-            return np.concatenate(self.finish) if self.finish else np.empty(0)
-        spans = np.array(self.finish, np.float64).reshape(-1, 2)
-        return ideal_finish(spans[:, 0], spans[:, 1], self.sizes())
 
 
 def wait_ref(ref: ray.ObjectRef) -> Any:
@@ -278,7 +241,7 @@ class Worker(Mortal):
         tuples = job.tuples
         with self._lock:
             # the operator's update and the log wait for the flush, which does them for every batch at once
-            self._served.add(job, begin, finish)
+            self._served.add(job.source, job.batch_id, tuples, job.values, job.enqueued, begin, finish)
             self._serving = None
             if self._fencing:
                 self._ready.notify_all()  # a fence waits for this batch to be in the delta
@@ -288,7 +251,7 @@ class Worker(Mortal):
         job.done(ack)
         if self.metrics is not None:
             one = Served()
-            one.add(job, begin, finish)
+            one.add(job.source, job.batch_id, tuples, job.values, job.enqueued, begin, finish)
             self.metrics.served(tuples["arrival"], one.finish_times())
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
 
@@ -342,8 +305,7 @@ class Worker(Mortal):
     def _fold(self, served: Served) -> tuple[Any, dict[str, np.ndarray]]:
         """The operator's state over these batches, updated in service order, and their tuple log."""
         records = concat_records(served.tuples)  # one copy of every record, then its columns
-        values = served.values
-        values = None if values.count(None) == len(values) else np.concatenate(values)
+        values = None if all(v is None for v in served.values) else np.concatenate(served.values)
         state = self.op.update(self.op.empty(), records["key"], values)
         log = served_log(records["seq"], records["arrival"], served.sizes(), served.sources, served.enqueued,
                          served.begins, served.finish_times())
