@@ -96,7 +96,9 @@ class WorkerHost(Mortal):
         self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
         self._waiters: dict[int, concurrent.futures.Future] = {}  # source -> its poll waiting for an ack
         self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
-        self.driven: set[int] = set()  # sources of this process that the scheduler drives (they take their acks)
+        # sources of this process that the scheduler drives (they take their acks): kept under the outbox lock, as
+        # `_post` on any thread must know at once whether to answer a poll or poke the scheduler
+        self.driven: set[int] = set()
 
     def _flush_forever(self) -> None:
         """Every period, flush every hosted worker's delta in one call to the aggregator (one timer and one Ray call

@@ -65,6 +65,9 @@ class Scheduler:
         source.handed_back.clear()
         self.deliver(partial(self._attach, source))
         source.handed_back.wait()
+        failure, source.failure = source.failure, None
+        if failure is not None:
+            raise failure  # on the source's own thread, as its loop would have raised it
 
     def poke(self, source: int) -> None:
         """Driven `source` has acks waiting (from any thread)."""
@@ -91,7 +94,10 @@ class Scheduler:
         now = time.perf_counter()
         for s, due in list(self._due.items()):
             if s in poked or (due is not None and due <= now):
-                due = self._due[s] = self.driven[s].tick()
+                try:
+                    due = self._due[s] = self.driven[s].tick()
+                except Exception as error:  # a bug of one source must not stop the process's workers
+                    self.driven[s].failure, due = error, HAND_BACK
                 if due == HAND_BACK:
                     source = self.driven.pop(s)
                     del self._due[s]

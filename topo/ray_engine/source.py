@@ -120,6 +120,7 @@ class Source(Links, Recovery, Mortal):
         self.local: tuple[Any, int] | None = None  # (process, its index) when this source lives in one (Storm's model)
         self.driver: Any = None  # the scheduler of that process while it runs this source's loop (sleep mode)
         self.handed_back = threading.Event()  # the driver is done with this source for now
+        self.failure: Exception | None = None  # what the source raised on the driver's thread
         self._in_flight = [0] * n  # buffers in flight per worker
         self._buffer: dict[int, Entry] = {}
         self._incarnation = [-1] * n  # newest incarnation heard from, per worker

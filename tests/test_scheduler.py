@@ -1,0 +1,95 @@
+"""The process scheduler's driving of sources (Storm's executors sharing a worker's thread), on its own: a source
+steps on its deadlines and when poked, gives its loop back when it asks to, and what it raises reaches its own
+thread instead of stopping the scheduler."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from topo.ray_engine.scheduler import HAND_BACK, Scheduler
+
+
+class Stepper:
+    """A source that steps `steps` times, every `every_s`, then hands its loop back (or raises on the last)."""
+
+    def __init__(self, index: int, steps: int, every_s: float, fail: bool = False) -> None:
+        self.index, self.left, self.every_s, self.fail = index, steps, every_s, fail
+        self.handed_back = threading.Event()
+        self.failure = None
+        self.ticks: list[float] = []
+        self.threads: set[int] = set()
+        self.attached_to = None
+
+    def attached(self, driver) -> None:
+        self.attached_to = driver
+
+    def detached(self) -> None:
+        self.attached_to = None
+
+    def tick(self) -> float:
+        self.ticks.append(time.perf_counter())
+        self.threads.add(threading.get_ident())
+        self.left -= 1
+        if self.left == 0:
+            if self.fail:
+                raise ValueError("source 1 broke")
+            return HAND_BACK
+        return time.perf_counter() + self.every_s
+
+
+@pytest.fixture
+def scheduler():
+    scheduler = Scheduler()
+    scheduler.start({})
+    return scheduler
+
+
+def test_sources_step_on_their_deadlines_on_one_thread_and_come_back(scheduler):
+    sources = [Stepper(0, 5, 0.01), Stepper(1, 3, 0.02)]
+    threads = [threading.Thread(target=scheduler.drive, args=(s,)) for s in sources]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    assert [len(s.ticks) for s in sources] == [5, 3]
+    # every step ran on the scheduler's one thread, none before its deadline
+    assert len(sources[0].threads | sources[1].threads) == 1
+    for source in sources:
+        gaps = [b - a for a, b in zip(source.ticks, source.ticks[1:], strict=False)]
+        assert min(gaps) >= source.every_s * 0.99
+        assert source.attached_to is None  # handed back
+    assert scheduler.driven == {}
+
+
+def test_a_poke_steps_a_source_that_waits_for_acks(scheduler):
+    source = Stepper(2, 2, 3600.0)  # its next deadline is an hour away: only a poke steps it again
+    thread = threading.Thread(target=scheduler.drive, args=(source,))
+    thread.start()
+    while len(source.ticks) < 1:
+        time.sleep(0.001)
+    scheduler.poke(2)
+    thread.join(timeout=10)
+    assert not thread.is_alive() and len(source.ticks) == 2
+
+
+def test_what_a_driven_source_raises_reaches_its_own_thread_and_the_scheduler_goes_on(scheduler):
+    raised: list[BaseException] = []
+
+    def run(source: Stepper) -> None:
+        try:
+            scheduler.drive(source)
+        except ValueError as error:
+            raised.append(error)
+
+    broken, after = Stepper(1, 2, 0.001, fail=True), Stepper(3, 2, 0.001)
+    for source in (broken, after):  # the scheduler still drives others after one broke
+        thread = threading.Thread(target=run, args=(source,))
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    assert [str(e) for e in raised] == ["source 1 broke"]
+    assert len(after.ticks) == 2
