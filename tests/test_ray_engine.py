@@ -14,7 +14,7 @@ from topo.model import WindowMeter
 from topo.ray_engine import run_ray, work_cgroup
 from topo.ray_engine.aggregator import Aggregator
 from topo.ray_engine.driver import check_supported, parse_chaos
-from topo.ray_engine.protocol import Flush, batch_log, concat_logs
+from topo.ray_engine.protocol import WIRE, Flush, batch_log, concat_logs, concat_records
 from topo.ray_engine.work_cgroup import cgroup_quota_possible
 from topo.results.metrics import RunResult
 from topo.schedule import Change
@@ -79,6 +79,17 @@ def test_batch_log_serves_tuples_one_after_another():
     assert log["start_s"].tolist() == [2.0, 2.5]
     assert log["source"].tolist() == [1, 1] and log["enqueue_s"].tolist() == [1.0, 1.0]
     assert len(concat_logs([])["seq"]) == 0
+
+
+def test_records_are_joined_whole_and_in_order_whatever_their_layout():
+    records = np.zeros(12, WIRE)
+    records["seq"], records["key"], records["arrival"] = np.arange(12), np.arange(12) * 7, np.arange(12) / 4
+    # slices of one step's records, as a flush gathers them, and a strided one, which no data path makes
+    parts = [records[0:3], records[5:6], records[::4], records[3:3]]
+    joined = concat_records(parts)
+    assert joined.dtype == WIRE and joined.flags.writeable
+    assert joined.tolist() == [r for p in parts for r in p.tolist()]
+    assert len(concat_records([])) == 0
 
 
 def test_window_meter_counts_the_last_window():

@@ -14,7 +14,6 @@ import numpy as np
 LOG_COLUMNS = ("seq", "source", "arrival_s", "enqueue_s", "start_s", "finish_s")
 # one buffer on the wire: one record array per call (measured 1.2-1.6x the tuples/s of three separate arrays)
 WIRE = np.dtype([("seq", "<i8"), ("key", "<u8"), ("arrival", "<f8")])
-_RAW = np.dtype((np.void, WIRE.itemsize))  # a record as plain bytes
 EPOCH_SHIFT = 40  # a batch id carries its source's incarnation above this bit: a restarted source never reuses one
 
 
@@ -51,13 +50,14 @@ class Frame(NamedTuple):
 
 
 def concat_records(parts: list[np.ndarray]) -> np.ndarray:
-    """WIRE arrays one after another: concatenated as plain bytes (numpy promotes a structured dtype field by
-    field on every concatenation, about 5 us per part)."""
-    return np.concatenate(list(map(_raw, parts))).view(WIRE)
-
-
-def _raw(records: np.ndarray) -> np.ndarray:
-    return records.view(_RAW)
+    """WIRE arrays one after another, joined as bytes: numpy's concatenation promotes a structured dtype field by
+    field for every part (about 5 us a part here; a byte view of each first, 0.75 us; a join, 0.05 us). A
+    writable copy, so that compiled code taking it sees the array type it was compiled for."""
+    try:
+        joined = b"".join(parts)
+    except (BufferError, TypeError, ValueError):  # a strided part (never on the data path): copy each first
+        joined = b"".join([np.ascontiguousarray(part) for part in parts])
+    return np.frombuffer(bytearray(joined), WIRE)
 
 
 class Handover(NamedTuple):
