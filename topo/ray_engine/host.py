@@ -242,10 +242,12 @@ class WorkerHost(Mortal):
 class Process(WorkerHost):
     """One process of Storm's model (`topology.workers`): some sources and some workers of the topology together.
 
-    Each source runs its loop in a thread of its own, and every call to a source runs on a thread of the process's
-    pool, never on the event loop that accepts the workers' buffers. Sources reach every worker, those of this
-    process too, through `WorkerRef`s that find their process by name, so a restarted process needs nothing from
-    the driver: Ray runs this constructor again and every hosted source comes back as a new incarnation.
+    Every call to a source runs on a thread of the process's pool, never on the event loop that accepts the workers'
+    buffers; in sleep mode a source's run lends its loop to the process's scheduler (`Scheduler.drive`), which steps
+    it on the thread that serves the workers, and in cpu mode it runs its loop on that pool thread. Sources reach
+    every worker, those of this process too, through `WorkerRef`s that find their process by name, so a restarted
+    process needs nothing from the driver: Ray runs this constructor again and every hosted source comes back as a
+    new incarnation.
     """
 
     def __init__(self, workers: list[int], sources: list[int], spec: TopologySpec, aggregator: str, run: str,
