@@ -42,8 +42,14 @@ class Served:
         return np.fromiter(map(len, self.tuples), np.int64, len(self.tuples))
 
     def finish_times(self) -> np.ndarray:
-        """The finish times of every batch's tuples, in order: as served, or from the ideal server's spans."""
-        if not self.finish or not isinstance(self.finish[0], tuple):
-            return np.concatenate(self.finish) if self.finish else np.empty(0)
-        spans = np.array(self.finish, np.float64).reshape(-1, 2)
-        return ideal_finish(spans[:, 0], spans[:, 1], self.sizes())
+        """The finish times of every batch's tuples, in order."""
+        return finish_times(self.finish, self.sizes())
+
+
+def finish_times(finish: list, sizes: np.ndarray) -> np.ndarray:
+    """The finish times of batches of `sizes` tuples, one after another: each batch's as served, or from the ideal
+    server's (start, service)."""
+    if not finish or not isinstance(finish[0], tuple):
+        return np.concatenate(finish) if finish else np.empty(0)
+    spans = np.array(finish, np.float64).reshape(-1, 2)
+    return ideal_finish(spans[:, 0], spans[:, 1], sizes)
