@@ -38,7 +38,8 @@ def test_a_rate_beyond_what_the_workers_serve_is_ranked_by_throughput(tmp_path):
     """At three times what the workers serve, no grouping carries the rate and every p99 only measures how long
     the backlog took to drain: the advice says so and ranks by throughput."""
     assert overloaded(30_000.0, 10_000.0) and not overloaded(8_000.0, 10_000.0) and not overloaded(None, 1.0)
-    got = advise(tmp_path, *FIG8, "--utilization", "3", "--groupings", "kg,sg", "--out", "adv", "--json", "--quiet")
+    got = advise(tmp_path, *FIG8, "--utilization", "3", "--groupings", "kg,sg", "--jobs", "1", "--out", "adv", "--json",
+                 "--quiet")
     assert got.returncode == 0, got.stderr
     doc = json.loads(got.stdout.strip().splitlines()[-1])
     assert doc["ranked_by"] == "throughput"

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -57,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"a --rate; default: {DEFAULT_LOAD:g} (and saturating input with --objective throughput)")
     add_topology_options(p)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
-                   help="simulations run at once, one process each")
+                   help="simulations run at once, one process each; 1 runs them one after the other in this "
+                        "process (no process start-up); default: the machine's cores")
     p.add_argument("--confirm", type=int, default=0, metavar="K",
                    help="rerun the K best groupings on Ray actors and show both engines side by side")
     add_ray_options(p)
@@ -127,14 +129,24 @@ def _run_all(specs: list[TopologySpec], runs: Path, jobs: int, quiet: bool) -> l
     bar = Progress(TextColumn("simulating {task.fields[last]:12s}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("groupings"), TimeElapsedColumn(), console=Console(stderr=True), transient=True,
                    disable=quiet)
-    with bar, ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=get_context("spawn")) as pool:
+    with bar:
         task = bar.add_task("advise", total=len(specs), last="")
-        futures = {pool.submit(_simulate, s, str(runs / s.grouping)): s.grouping for s in specs}
-        for done in as_completed(futures):
-            name = futures[done]
-            out[name] = dict(done.result(), run_dir=str(Path(RUNS_DIR) / name))
+        if jobs == 1 or len(specs) == 1:  # a process of its own would only add its start-up (imports, numba loads)
+            done = ((s.grouping, _simulate(s, str(runs / s.grouping))) for s in specs)
+        else:
+            done = _in_processes(specs, runs, jobs)
+        for name, summary in done:
+            out[name] = dict(summary, run_dir=str(Path(RUNS_DIR) / name))
             bar.update(task, advance=1, last=name)
     return [out[s.grouping] for s in specs]
+
+
+def _in_processes(specs: list[TopologySpec], runs: Path, jobs: int) -> Iterator[tuple[str, dict]]:
+    """(grouping, summary) of every spec, simulated `jobs` at a time in processes of their own, as they finish."""
+    with ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_simulate, s, str(runs / s.grouping)): s.grouping for s in specs}
+        for done in as_completed(futures):
+            yield futures[done], done.result()
 
 
 def _confirm(specs: list[TopologySpec], ranking: list[dict], k: int, runs: Path, quiet: bool) -> list[dict]:
