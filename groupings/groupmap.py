@@ -113,6 +113,10 @@ class GroupMap(Versions[np.ndarray]):
         """How many groups each worker holds."""
         return np.array([len(h) for h in self._held], dtype=np.int64)
 
+    def holds(self, worker: int) -> int:
+        """How many groups `worker` holds (one worker's `holdings`, without counting every other's)."""
+        return len(self._held[worker])
+
     # --- edits (each installs one new version)
 
     def move(self, donor: int, receiver: int) -> int:

@@ -190,7 +190,7 @@ class ConsistentGrouping(Adaptive):
         """While both queues have a head, move one virtual worker from the busy head to the idle head."""
         while self._idle and self._busy:
             donor = self._busy.popleft()
-            if self._map.holdings()[donor] <= self._min_vw:
+            if self._map.holds(donor) <= self._min_vw:
                 self._counts["refused"] += 1  # nothing left to give: the signal is dropped
                 continue
             self._move(donor, self._idle.popleft())
