@@ -28,9 +28,12 @@ class WindowMeter:
 
     def mark(self, now: float, arrived: int, busy_s: float, served: int) -> None:
         """Record the running totals at `now`."""
-        self._marks.append((now, arrived, busy_s, served))
-        while len(self._marks) > self.min_marks and self._marks[1][0] <= now - self.window_s:
-            self._marks.popleft()
+        marks = self._marks
+        marks.append((now, arrived, busy_s, served))
+        if len(marks) > self.min_marks:
+            cut = now - self.window_s
+            while len(marks) > self.min_marks and marks[1][0] <= cut:
+                marks.popleft()
 
     def since(self, now: float, arrived: int, busy_s: float, served: int) -> tuple[float, int, float, int]:
         """(span, arrived, busy seconds, served) between the oldest mark kept and the totals given for `now`."""

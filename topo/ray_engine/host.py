@@ -131,7 +131,9 @@ class WorkerHost(Mortal):
     def accept(self, frame: Frame | Handover, sent: float) -> None:
         """`process`, from any thread (a source of this process hands its frames over directly): to the scheduler,
         which queues the buffers itself, or to each worker's queue."""
-        done = partial(self._served, frame.source)
+        # the class's own function, not the actor's: Ray wraps every method of an actor in a tracing shim, two
+        # more calls per buffer
+        done = partial(WorkerHost._served, self, frame.source)
         if self.delay_s:  # on the wire for one delay first
             self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._queue, frame, sent, done)
         elif self.scheduler is not None:

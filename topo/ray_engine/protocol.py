@@ -90,6 +90,7 @@ class Ack(NamedTuple):
     incarnation: int  # which life of the worker actor served the batch (a restart gives a new one)
     source: int  # the source that sent the batch: an ack goes back to its sender only
     batch_id: int
+    # the five load fields, in this order (`Source._acked` takes them as one slice)
     queue_len: float  # tuples accepted and not yet served, when the ack left
     load: float  # queue_len over the most the worker can hold, in [0, 1]
     utilization: float  # busy fraction over the last window

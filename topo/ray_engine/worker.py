@@ -123,17 +123,18 @@ class Worker(Mortal):
             self.transit_s.append(now - sent - self.delay_s)  # the engine's own time on the wire, not the model's
         answer: tuple = ()
         with self._lock:
+            accepted = self._accepted_ids[source]
             if epoch_of(batch_id) < self._fences[source]:
                 self._drop(len(tuples))
                 answer = (None,)
-            elif batch_id in self._accepted_ids[source]:
+            elif batch_id in accepted:
                 # sent again to this incarnation (a re-send that crossed a restart): answered, never served twice
                 self.dropped["duplicates"] += 1
                 answer = (self._ack(source, batch_id, now),)
             else:
                 if len(tuples):
                     self._newest_seq[source] = max(self._newest_seq[source], int(tuples["seq"][-1]))
-                self._accepted_ids[source].add(batch_id)
+                accepted.add(batch_id)
                 self.meter.arrive(now, len(tuples))
                 self._jobs.append(Job(source, batch_id, tuples, values, now, done))
                 self._wake()
@@ -229,13 +230,13 @@ class Worker(Mortal):
         while there is more to serve (for the scheduler; the lock's holder decides)."""
         current, self._current = self._current, None
         if current is not None:
-            self._serve(*current)
+            return self._serve(*current)
         with self._lock:
-            more = bool(self._jobs or self._pause_s)
-            self._busy = more
+            more = self._busy = bool(self._jobs or self._pause_s)
             return more
 
-    def _serve(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float]) -> None:
+    def _serve(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float]) -> bool:
+        """Keep the batch for the flush and ack it; True while there is more to serve (see `complete`)."""
         self.emulator.end()
         end = time.time()
         tuples = job.tuples
@@ -248,10 +249,12 @@ class Worker(Mortal):
             self.meter.service_s = self.emulator.service_s
             self.meter.serve(end, len(tuples), self.emulator.busy_seconds())
             ack = self._ack(job.source, job.batch_id, end)
+            more = self._busy = bool(self._jobs or self._pause_s)  # (in the same hold of the lock as the ack)
         job.done(ack)
         if self.metrics is not None:
             self.metrics.served(tuples["arrival"], finish_times([finish], [len(tuples)]))
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
+        return more
 
     def _ack(self, source: int, batch_id: int, now: float) -> Ack:
         """What rides on the ack to `source` (called with the lock held)."""
