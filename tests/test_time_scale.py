@@ -135,6 +135,17 @@ def test_acks_that_leave_late_make_the_engine_the_bottleneck():
     assert _room(ack_late_p99_ms=40.0, latency_p99_ms=1000.0)["bottleneck"] == "none"
 
 
+def test_late_acks_outrank_a_worker_just_past_saturation():
+    # 97.9% of the rate, a worker busy 92%, acks up to 57 ms late against a p99 of 78 ms: late credits bunch the
+    # buffers and late feedback steers the grouping, so the engine, not the topology, fell short
+    late = {"throughput": 979.0, "worker_busy": [0.92, 0.7], "ack_late_p99_ms": 57.0, "latency_p99_ms": 78.0}
+    assert _room(**late)["bottleneck"] == "engine"
+    # the same shortfall with acks on time is the topology's; so is a worker with no slack at all, late or not
+    assert _room(**{**late, "ack_late_p99_ms": 3.0})["bottleneck"] == "topology"
+    assert _room(**{**late, "worker_busy": [0.99, 0.7]})["bottleneck"] == "topology"
+    assert _room(**{**late, "engine": "sim", "ack_late_p99_ms": None})["bottleneck"] == "topology"
+
+
 def test_the_default_core_share_keeps_the_workers_within_the_cpu_budget():
     deployment = TopologySpec(workers=4, capacities=(1.0, 1.0, 0.3, 0.3))
     share, why = core_share(deployment, 2.0)

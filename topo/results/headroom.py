@@ -16,6 +16,10 @@ from collections.abc import Sequence
 
 DELIVERED = 0.98  # below this share of the requested rate, the run did not carry its input
 SATURATED = 0.9  # a worker busy this much of the run had no time to spare
+# ... unless the engine's own delays bound the run: credits and feedback that come back late bunch the buffers
+# and steer an adaptive grouping with stale loads, which alone can push a worker past SATURATED; only a worker
+# busy this much is then the topology's own limit
+SATURATED_LATE = 0.97
 SOURCE_BUSY = 0.9  # a source loop busy this much of the run had no time to spare
 BLOCKED = 0.5  # with input always waiting, sources blocked this much of the run while no worker was saturated
 TRANSIT_MS = 20.0  # the engine's own transit (send to queue, beyond the emulated delay) that starts to matter
@@ -70,7 +74,6 @@ def headroom(
         "time_scale": time_scale,
     }
     short = delivered is not None and delivered < DELIVERED
-    saturated = busiest >= SATURATED
     loop_bound = bool(loop_busy) and max(loop_busy) >= SOURCE_BUSY
     # input always waiting, yet no worker saturated: credits came back only as fast as the engine moved acks
     ack_bound = rate is None and facts["source_blocked_max"] >= BLOCKED
@@ -78,6 +81,7 @@ def headroom(
     transit_bound = _delay_bound(transit_p99_ms, latency_p99_ms)
     # ... or the workers' acks left long after their batches were done, which delays credits and feedback
     late_bound = _delay_bound(ack_late_p99_ms, latency_p99_ms)
+    saturated = busiest >= (SATURATED_LATE if engine != "sim" and (transit_bound or late_bound) else SATURATED)
     # a cpu worker served below its capacity: its burns got less CPU than its share (in sleep mode a lightly loaded
     # worker's small batches each oversleep a little, which reads as a lower capacity without bounding anything)
     starved = engine != "sim" and work == "cpu" and slowest is not None and slowest[1] < SERVED
