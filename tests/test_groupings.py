@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import groupings
+import groupings.compiled.catalog  # noqa: F401 (the catalogue registers every compiled strategy as it loads)
 from groupings.compiled.grouping import STRATEGIES
 from groupings.feedback import AckReport
 from groupings.hashing import seeded_hashes
