@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from .checks import check_workers
 from .feedback import DECREASE, INCREASE, NO_SIGNAL
 
@@ -43,13 +41,17 @@ MEASURES = {
 }
 
 
+# the signals as Python ints: compared and returned on every ack, where numpy's int8 scalars cost a call each
+_INCREASE, _DECREASE, _NONE = int(INCREASE), int(DECREASE), int(NO_SIGNAL)
+
+
 def decide(utilization: float, idle: float, busy: float) -> int:
     """A worker's local verdict: INCREASE below `idle`, DECREASE above `busy`, NO_SIGNAL when content."""
     if utilization < idle:
-        return int(INCREASE)
+        return _INCREASE
     if utilization > busy:
-        return int(DECREASE)
-    return int(NO_SIGNAL)
+        return _DECREASE
+    return _NONE
 
 
 class WorkerDelegation:
@@ -77,41 +79,44 @@ class WorkerDelegation:
         self.idle = float(idle)
         self.busy = float(busy)
         self.deliveries = 0
-        self._next_decision = np.zeros(0)  # earliest time each worker may decide again
-        self._pending = np.zeros(0, dtype=np.int8)  # its current decision (0: nothing to say)
+        # per worker, as lists: `signal` runs on every ack, and a list's item is a Python number, a numpy array's a
+        # boxed scalar (a third of the call's time at 8 x 64 on Ray)
+        self._next_decision: list[float] = []  # earliest time each worker may decide again
+        self._pending: list[int] = []  # its current decision (0: nothing to say)
         self._heard: list[set[int]] = []  # sources that got the current decision
-        self._idle_decisions = np.zeros(0, dtype=np.int64)
-        self._busy_decisions = np.zeros(0, dtype=np.int64)
+        self._idle_decisions: list[int] = []
+        self._busy_decisions: list[int] = []
         self._grow(self.workers)
 
     def _grow(self, count: int) -> None:
         """Append `count` workers that have decided nothing yet and may decide at their first ack."""
-        self._next_decision = np.concatenate([self._next_decision, np.full(count, -math.inf)])
-        self._pending = np.concatenate([self._pending, np.zeros(count, dtype=np.int8)])
+        self._next_decision.extend([-math.inf] * count)
+        self._pending.extend([int(NO_SIGNAL)] * count)
         self._heard.extend(set() for _ in range(count))
-        self._idle_decisions = np.concatenate([self._idle_decisions, np.zeros(count, dtype=np.int64)])
-        self._busy_decisions = np.concatenate([self._busy_decisions, np.zeros(count, dtype=np.int64)])
+        self._idle_decisions.extend([0] * count)
+        self._busy_decisions.extend([0] * count)
 
     def signal(self, worker: int, source: int, now: float, utilization: float) -> int:
         """The signal (+1, -1 or 0) `worker` piggybacks on the ack it sends `source` at time `now`."""
         if worker < 0 or source < 0:
             raise ValueError(f"worker and source must be >= 0 (got worker {worker}, source {source})")
         if worker >= self.workers:
-            return int(NO_SIGNAL)  # a removed worker draining its queue has nothing to ask for
+            return _NONE  # a removed worker draining its queue has nothing to ask for
+        heard = self._heard[worker]
         if now >= self._next_decision[worker] - _CLOCK_SLACK * self.t0:
             verdict = decide(utilization, self.idle, self.busy)
             self._pending[worker] = verdict
-            self._heard[worker].clear()
-            if verdict != NO_SIGNAL:
+            heard.clear()
+            if verdict != _NONE:
                 self._next_decision[worker] = now + self.t0  # one idle/busy decision per time slot
-                if verdict == INCREASE:
+                if verdict == _INCREASE:
                     self._idle_decisions[worker] += 1
                 else:
                     self._busy_decisions[worker] += 1
-        verdict = int(self._pending[worker])
-        if verdict == NO_SIGNAL or source in self._heard[worker]:
-            return int(NO_SIGNAL)
-        self._heard[worker].add(source)
+        verdict = self._pending[worker]
+        if verdict == _NONE or source in heard:
+            return _NONE
+        heard.add(source)
         self.deliveries += 1
         return verdict
 
@@ -121,21 +126,19 @@ class WorkerDelegation:
         if workers > self.workers:
             self._grow(workers - self.workers)
         else:
-            self._next_decision = self._next_decision[:workers].copy()
-            self._pending = self._pending[:workers].copy()
-            del self._heard[workers:]
-            self._idle_decisions = self._idle_decisions[:workers].copy()
-            self._busy_decisions = self._busy_decisions[:workers].copy()
+            for column in (self._next_decision, self._pending, self._heard, self._idle_decisions,
+                           self._busy_decisions):
+                del column[workers:]
         self.workers = workers
 
     def stats(self) -> dict:
         """Decisions taken per worker, signals delivered, and what each worker is saying now."""
         return {
             "t0": self.t0,
-            "idle_decisions": self._idle_decisions.tolist(),
-            "busy_decisions": self._busy_decisions.tolist(),
+            "idle_decisions": list(self._idle_decisions),
+            "busy_decisions": list(self._busy_decisions),
             "deliveries": self.deliveries,
-            "pending": self._pending.tolist(),
+            "pending": list(self._pending),
         }
 
     def __repr__(self) -> str:
