@@ -27,11 +27,12 @@ from typing import Any
 
 import ray
 
+from topo.ray_engine.flushes import wait_ref
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal, Named
 from topo.ray_engine.protocol import Frame, Handover
 from topo.ray_engine.scheduler import Scheduler
-from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker, wait_ref
+from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker
 from topo.spec import TopologySpec
 
 

@@ -142,21 +142,18 @@ class Scheduler:
                 self._start(w, due)
             now = time.perf_counter()
             while due and due[0][0] <= now:
-                _, w = heapq.heappop(due)
-                if self.workers[w].complete():
-                    self._start(w, due)
+                self._start(heapq.heappop(due)[1], due)
             self.after_pass()
             if self._due or self._poked or self._poked_mine:
                 self._step_sources()
                 self.after_pass()  # a source's step may be acked at once (a duplicate of a replay)
 
     def _start(self, w: int, due: list[tuple[float, int]]) -> None:
-        """Start worker w's next batch; one whose deadline has already passed completes at once."""
-        worker = self.workers[w]
-        while True:
-            deadline = worker.start_next()
-            if deadline > time.perf_counter():
-                heapq.heappush(due, (deadline, w))
-                return
-            if not worker.complete():
-                return
+        """Finish what worker w has in service and start its next batch; one whose deadline has already passed
+        completes at once."""
+        advance = self.workers[w].advance
+        deadline = advance()
+        while deadline is not None and deadline <= time.perf_counter():
+            deadline = advance()
+        if deadline is not None:
+            heapq.heappush(due, (deadline, w))

@@ -2,11 +2,11 @@
 running the operator at the emulated capacity, acks that piggyback the worker's load and its delegation signal
 (the shared `AckMeter`), and periodic flushes of its partial state.
 
-The host's event loop only accepts batches (so the queue keeps filling while a batch is served); the server
-thread takes them in order, serves them with the `ServiceEmulator`, updates the operator state and logs every
-tuple, and answers the batch with an `Ack` for its source alone. Every period the process's flusher ships each
-worker's state delta, the batches it covers and their tuple log to the aggregator, all workers of the process in
-one call; an ack lists the batches of its source merged since the previous ack, so the source can forget them.
+Batches join the queue as they arrive (so it keeps filling while a batch is served); the server takes them in
+order, the process's scheduler in sleep mode (`advance`) or a thread of the worker's own in cpu mode (`start_next`,
+`complete`), serves them with the `ServiceEmulator`, keeps them for the next flush (`flushes.Flushes`), and
+answers each with an `Ack` for its source alone; an ack lists the batches of its source merged since the previous
+ack, so the source can forget them.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import groupings
 import operators
 from topo.model import AckMeter, queue_capacity
 from topo.model.worker import DEFAULT_WINDOW_S
+from topo.ray_engine.flushes import Flushes, wait_ref
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import PROCESS_START, Mortal, until_back
-from topo.ray_engine.protocol import Ack, Flush, concat_records, epoch_of, served_log
+from topo.ray_engine.protocol import Ack, epoch_of
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.served import Served, finish_times
 from topo.ray_engine.work import ServiceEmulator, sleep_until, spread_ms
@@ -52,12 +53,7 @@ class Job:
     done: Callable[[Ack | None], None]  # takes the batch's ack once served (None: dropped)
 
 
-def wait_ref(ref: ray.ObjectRef) -> Any:
-    """The value of `ref`, blocking this thread only (never the actor's event loop, which stays free)."""
-    return ref.future().result()
-
-
-class Worker(Mortal):
+class Worker(Flushes, Mortal):
     """One worker of the topology (hosted by a Ray actor; restarted by Ray after a crash, with a new incarnation)."""
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
@@ -201,20 +197,48 @@ class Worker(Mortal):
             self.scheduler.wake(self.index)
 
     def start_next(self) -> float:
-        """Start what comes next: a pause, else the first queued batch. The perf_counter deadline to wait for
-        before `complete` (0: nothing started, or it is done already)."""
+        """Cpu mode: start what comes next, a pause, else the first queued batch. The perf_counter deadline to wait
+        for before `complete` (0: nothing started, or it is done already)."""
         with self._ready:
-            pause, self._pause_s = self._pause_s, 0.0
-            capacity, self._capacity = self._capacity, None
-            job = self._jobs.popleft() if self._jobs and not pause else None
-            self._serving = None if job is None else (job.source, job.batch_id)
+            taken = self._take()
+        return self._begin(*taken) or 0.0
+
+    def advance(self) -> float | None:
+        """Sleep mode, on the scheduler's thread: finish the batch in service (its deadline has passed) and start
+        what comes next, in one hold of the lock. The perf_counter deadline of what started, or None when nothing
+        did: the worker is idle until `_wake`."""
+        current, self._current = self._current, None
+        ack = None
+        if current is not None:
+            self.emulator.end()
+            end = time.time()
+        with self._ready:
+            if current is not None:
+                ack = self._finish(*current, end)
+            taken = self._take()
+            if taken[2] is None and not taken[0]:
+                self._busy = False
+        if ack is not None:
+            self._answer(current, ack)
+        return self._begin(*taken)
+
+    def _take(self) -> tuple[float, float | None, Job | None]:
+        """(pause, new capacity, job) to start next: a pause comes before the first queued batch (lock held)."""
+        pause, self._pause_s = self._pause_s, 0.0
+        capacity, self._capacity = self._capacity, None
+        job = self._jobs.popleft() if self._jobs and not pause else None
+        self._serving = None if job is None else (job.source, job.batch_id)
+        return pause, capacity, job
+
+    def _begin(self, pause: float, capacity: float | None, job: Job | None) -> float | None:
+        """Start what `_take` took: the perf_counter deadline to reach before finishing it (None: nothing)."""
         if capacity is not None:
             self.emulator.set_capacity(capacity)
         if pause:
             self.paused_s += pause
             return self.emulator.hold(pause)  # the server is stopped while state moves
         if job is None:
-            return 0.0
+            return None
         if self.scheduler is not None:  # the ideal server: (start, service) now, the finish times at the flush
             start, service, due = self.emulator.begin_ideal(len(job.tuples), job.enqueued)
             self._current = (job, start, (start, service))  # its first tuple began at the ideal start
@@ -225,36 +249,36 @@ class Worker(Mortal):
         self._current = (job, begin, finish)
         return due
 
-    def complete(self) -> bool:
-        """Finish what `start_next` started (its deadline has passed): keep it for the next flush, and ack it. True
-        while there is more to serve (for the scheduler; the lock's holder decides)."""
+    def complete(self) -> None:
+        """Cpu mode: finish what `start_next` started (its deadline has passed): keep it for the flush, ack it."""
         current, self._current = self._current, None
-        if current is not None:
-            return self._serve(*current)
-        with self._lock:
-            more = self._busy = bool(self._jobs or self._pause_s)
-            return more
-
-    def _serve(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float]) -> bool:
-        """Keep the batch for the flush and ack it; True while there is more to serve (see `complete`)."""
+        if current is None:
+            return
         self.emulator.end()
         end = time.time()
-        tuples = job.tuples
         with self._lock:
-            # the operator's update and the log wait for the flush, which does them for every batch at once
-            self._served.add(job.source, job.batch_id, tuples, job.values, job.enqueued, begin, finish)
-            self._serving = None
-            if self._fencing:
-                self._ready.notify_all()  # a fence waits for this batch to be in the delta
-            self.meter.service_s = self.emulator.service_s
-            self.meter.serve(end, len(tuples), self.emulator.busy_seconds())
-            ack = self._ack(job.source, job.batch_id, end)
-            more = self._busy = bool(self._jobs or self._pause_s)  # (in the same hold of the lock as the ack)
+            ack = self._finish(*current, end)
+        self._answer(current, ack)
+
+    def _finish(self, job: Job, begin: float, finish: np.ndarray | tuple[float, float], end: float) -> Ack:
+        """Keep a served batch for the flush, and its ack (lock held): the operator's update and the log wait for
+        the flush, which does them for every batch at once."""
+        self._served.add(job.source, job.batch_id, job.tuples, job.values, job.enqueued, begin, finish)
+        self._serving = None
+        if self._fencing:
+            self._ready.notify_all()  # a fence waits for this batch to be in the delta
+        self.meter.service_s = self.emulator.service_s
+        self.meter.serve(end, len(job.tuples), self.emulator.busy_seconds())
+        return self._ack(job.source, job.batch_id, end)
+
+    def _answer(self, current: tuple, ack: Ack) -> None:
+        """Send a served batch's ack (outside the lock: its callback may take others), and export its metrics."""
+        job, _, finish = current
         job.done(ack)
         if self.metrics is not None:
+            tuples = job.tuples
             self.metrics.served(tuples["arrival"], finish_times([finish], [len(tuples)]))
             self.metrics.load(ack.queue_len, ack.utilization, ack.signal)
-        return more
 
     def _ack(self, source: int, batch_id: int, now: float) -> Ack:
         """What rides on the ack to `source` (called with the lock held)."""
@@ -264,84 +288,6 @@ class Worker(Mortal):
         committed = tuple(self._committed.pop(source, ()))  # ints pickle faster than a small array
         return Ack(self.index, self.incarnation, source, batch_id, queue_len, load, utilization, service_ms, signal,
                    committed)
-
-    # --- flushes to the aggregator
-
-    def _flush(self) -> bool:
-        """Ship the state delta with the batches it covers and their tuple log; True if the aggregator took it."""
-        with self._flushing:
-            flush = self.delta()
-            if flush is None:
-                return True
-            answer = None
-            try:
-                answer = wait_ref(self.aggregator.flush.remote(flush))
-            finally:
-                self.flushed(flush, answer)
-            return bool(answer[0])
-
-    def begin_flush(self) -> None:
-        """Hold this worker's flushes (one at a time, each naming a registered incarnation) for `delta`."""
-        self._registered.wait()
-        self._flushing.acquire()
-
-    def end_flush(self) -> None:
-        self._flushing.release()
-
-    def delta(self) -> Flush | None:
-        """The state delta since the last flush, with the batches it covers and their log (None: nothing new). The
-        caller holds `_flushing` and hands the aggregator's answer to `flushed`."""
-        with self._lock:
-            if not self._served:
-                return None
-            served, self._served = self._served, Served()
-        state, log = self._fold(served)
-        keys = self.op.distinct_keys(state)
-        if keys > self.state_peak["keys"]:
-            self.state_peak = {"keys": keys, "bytes": self.op.state_size_bytes(state)}
-        sources = np.array(served.sources, np.int32)
-        batch_ids = np.array(served.batch_ids, np.int64)
-        return Flush(self.index, self.incarnation, sources, batch_ids, state, log)
-
-    def _fold(self, served: Served) -> tuple[Any, dict[str, np.ndarray]]:
-        """The operator's state over these batches, updated in service order, and their tuple log."""
-        records = concat_records(served.tuples)  # one copy of every record, then its columns
-        values = None if all(v is None for v in served.values) else np.concatenate(served.values)
-        state = self.op.update(self.op.empty(), records["key"], values)
-        log = served_log(records["seq"], records["arrival"], served.sizes(), served.sources, served.enqueued,
-                         served.begins, served.finish_times())
-        return state, log
-
-    def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
-        """The aggregator's answer to `flush`, (accepted, pairs now durable), or None if the call failed."""
-        self._forget(flush.sources, flush.batch_ids)
-        if answer is None:
-            return  # the delta is lost with the call: its batches stay uncommitted and their sources replay them
-        accepted, durable = answer
-        with self._lock:
-            self.flushes["sent"] += 1
-            # committed = durable in a checkpoint (maybe this flush's, maybe earlier ones'): sources may forget
-            for source, batch_id in durable.tolist():
-                self._committed[source].append(batch_id)
-            if not accepted:
-                self.flushes["rejected"] += 1  # the sources find those batches uncommitted and replay them
-
-    def _forget(self, sources: np.ndarray, batch_ids: np.ndarray) -> None:
-        """These batches left with a flush: from now on the aggregator, not this worker, knows whether they are
-        merged. A re-send is served again (the aggregator restarted and lost them, or refused the flush), and
-        `hello` no longer says this worker holds them, so their source re-sends them if they are not committed."""
-        with self._lock:
-            for source in np.unique(sources).tolist():
-                self._accepted_ids[source].difference_update(batch_ids[sources == source].tolist())
-
-    async def flush_now(self, source: int) -> np.ndarray:
-        """Flush at once; the batch ids of `source` committed since its last ack (none for source -1)."""
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, self._flush)
-        except ray.exceptions.RayActorError:
-            pass  # the aggregator died with the flush: the batches stay uncommitted and are replayed
-        with self._lock:
-            return np.asarray(self._committed.pop(source, ()), np.int64)
 
     # --- control
 
