@@ -12,6 +12,8 @@ import json
 import shutil
 import socket
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from ahead import AHEAD
 from side_by_side import chosen, run_all, script
 
 STREAM = "zipf:z=1.2,keys=200,messages=500,seed=1"
@@ -40,12 +43,11 @@ def _with_column(path: Path, name: str, change) -> None:
     pq.write_table(table.set_column(i, name, change(table.column(name))), path)
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> Path:
+def _inputs(root: Path) -> Path:
     """Every bad input of the table, built once: datasets, files, and broken copies of a real run directory."""
     from topo.cli.run import main
 
-    root = tmp_path_factory.mktemp("inputs")
+    root.mkdir(parents=True)
     _dataset(root / "truncated", GOOD)
     part = root / "truncated" / "part-00000.parquet"
     part.write_bytes(part.read_bytes()[:40])
@@ -152,15 +154,17 @@ class Outcome:
     fill: dict[str, str]
     before: list[tuple[str, int]]
     got: subprocess.CompletedProcess | None = None
+    after: list[tuple[str, int]] | None = None  # the inputs' snapshot once the command ended
+    left: list[str] | None = None  # what the command left in its working directory
 
 
-@pytest.fixture(scope="module")
-def outcomes(request, inputs, tmp_path_factory) -> dict[int, Outcome]:
-    """The selected cases, each in its own copy of the inputs, run side by side."""
-    base = tmp_path_factory.mktemp("cases")
+def run_cases(cases: list[int]) -> tuple[Path, dict[int, Outcome]]:
+    """The cases, each in its own copy of the inputs, run side by side: (the directory holding them, outcomes)."""
+    base = Path(tempfile.mkdtemp(prefix="bad-inputs-"))
+    inputs = _inputs(base / "inputs")
     done: dict[int, Outcome] = {}
     mute, mute_address = _mute_port()
-    for i in chosen(request, "case"):
+    for i in cases:
         root = base / f"case-{i}"
         shutil.copytree(inputs, root / "in")
         (root / "cwd").mkdir()
@@ -169,9 +173,29 @@ def outcomes(request, inputs, tmp_path_factory) -> dict[int, Outcome]:
         done[i] = Outcome(root, fill, _snapshot(root / "in"))
     jobs = {i: (script(CASES[i][0], *(_fill(a, o.fill) for a in CASES[i][1])), o.root / "cwd") for i, o in done.items()}
     with mute:
-        for i, got in run_all(jobs, timeout_s=60.0).items():
+        # a generous limit: made ahead, the cases may be stopped for a while by a test that measures time
+        for i, got in run_all(jobs, timeout_s=300.0).items():
             done[i].got = got
-    return done
+            done[i].after = _snapshot(done[i].root / "in")
+            done[i].left = sorted(p.name for p in (done[i].root / "cwd").iterdir())
+    return base, done
+
+
+def ahead(items) -> list:
+    """The selected cases, run in the background while the other files run (tests/ahead.py): some 35 commands
+    that each start an interpreter, which on two cores is half a minute."""
+    cases = sorted({item.callspec.params["case"] for item in items
+                    if "case" in getattr(getattr(item, "callspec", None), "params", {})})
+    return [(("bad-inputs", tuple(cases)), run_cases, (cases,))] if cases else []
+
+
+@pytest.fixture(scope="module")
+def outcomes(request) -> Iterator[dict[int, Outcome]]:
+    """The selected cases as they ran: made ahead, or now if they were not."""
+    cases = chosen(request, "case")
+    base, done = AHEAD.take(("bad-inputs", tuple(cases))) or run_cases(cases)
+    yield done
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)),
@@ -187,8 +211,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(outcomes, case):
     assert "Traceback" not in got.stderr + got.stdout
     assert len(lines) == 1, got.stderr
     assert lines[0].startswith(f"{script}.py: error: ") and _fill(says, outcome.fill) in lines[0], lines[0]
-    assert list((outcome.root / "cwd").iterdir()) == []  # no output directory, no hidden temporary one beside it
-    assert _snapshot(outcome.root / "in") == outcome.before  # and nothing added to or changed in the inputs
+    assert outcome.left == []  # no output directory, no hidden temporary one beside it
+    assert outcome.after == outcome.before  # and nothing added to or changed in the inputs
 
 
 def test_imported_nan_times_are_refused(spark, tmp_path, capsys):
