@@ -1,7 +1,7 @@
 """How fast the simulator runs, in one run: every grouping family at 10M messages over 100 workers, key grouping at
 1M messages over 10, 100 and 1,000 workers, and the routing-only engine on the same streams as the floor.
 
-python benchmarks/bench_sim.py                                  # the whole table (about N minutes on 2 cores)
+python benchmarks/bench_sim.py                                  # the whole table (about 6 minutes on one core)
 python benchmarks/bench_sim.py --messages 1000000 --grouping kg --workers 100 --workers 1000
 
 Each row: wall time of `simulate` (the stream made beforehand), simulated tuples per wall second, the simulator's
