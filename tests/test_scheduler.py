@@ -93,3 +93,40 @@ def test_what_a_driven_source_raises_reaches_its_own_thread_and_the_scheduler_go
         assert not thread.is_alive()
     assert [str(e) for e in raised] == ["source 1 broke"]
     assert len(after.ticks) == 2
+
+
+class _Host:
+    """The in-process side of a source's process, as `Links.attached` uses it."""
+
+    def drive(self, source: int, poll) -> bool:
+        return False
+
+    def take(self, source: int) -> list:
+        return []
+
+
+class _Driver:
+    def __init__(self) -> None:
+        self.poked: list[int] = []
+
+    def poke(self, source: int) -> None:
+        self.poked.append(source)
+
+
+def test_a_poll_made_before_the_hand_over_pokes_the_driver_when_it_answers():
+    """A source that re-sent buffers to another process on its own thread (recovering) holds a poll there with no
+    one to tell its driver; once driven and waiting only for those acks, it must still be stepped when they land."""
+    import concurrent.futures
+
+    from topo.ray_engine.links import Links
+
+    source = Links()
+    waiting, answered = concurrent.futures.Future(), concurrent.futures.Future()
+    answered.set_result([])
+    source.index, source.local, source.driver = 3, (_Host(), 0), None
+    source._polls, source._pending = {1: waiting, 2: answered}, {}
+    driver = _Driver()
+    source.attached(driver)
+    assert driver.poked == [3]  # the poll answered before the hand-over, at once
+    waiting.set_result([])
+    assert driver.poked == [3, 3]  # the other one, when its answer lands

@@ -130,6 +130,10 @@ class Links:
         h = self.local[1]
         poll = self._polls.pop(h, None)
         self.driver = driver
+        for remote in self._polls.values():
+            # a poll made on the source's own thread (a re-send while it recovered) has no one to tell the driver:
+            # without this, a source waiting only for those acks would wait forever (a done poll pokes at once)
+            remote.add_done_callback(self._poke)
         if not self.local[0].drive(self.index, poll) and poll is not None:
             self._take(poll, h, again=False)  # answered before the hand-over (the answer may still be on its way)
         self._take_acks(h, self.local[0].take(self.index), time.time())
