@@ -116,7 +116,7 @@ class WorkerHost(Mortal):
                 for worker in workers:
                     if (flush := worker.delta()) is not None:
                         flushes.append((worker, flush))
-                    time.sleep(0)  # hands the GIL to the scheduler if it waits (see `_flush_forever`)
+                    time.sleep(0)  # the scheduler takes the GIL here if it waits for it
                 answers = None
                 try:
                     if flushes:
@@ -125,7 +125,7 @@ class WorkerHost(Mortal):
                     pass  # lost with the call: the batches stay uncommitted and their sources replay them
                 for i, (worker, flush) in enumerate(flushes):
                     worker.flushed(flush, None if answers is None else answers[i])
-                    time.sleep(0)
+                    time.sleep(0)  # (likewise)
             finally:
                 for worker in workers:
                     worker.end_flush()
