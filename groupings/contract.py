@@ -41,7 +41,8 @@ class Partitioner(Protocol):
         """Worker (int32) of each uint64 key hash, in order; the same as routing them one at a time at `now`."""
 
     def feedback(self, report: AckReport) -> None:
-        """Take what the acks that reached this source carried."""
+        """Take what the acks that reached this source carried. A grouping whose `takes_feedback` attribute is
+        False (optional; default True) ignores them, and engines may never call this."""
 
     def resize(self, workers: int) -> None:
         """The active workers become [0, workers): workers join or leave at the top index."""

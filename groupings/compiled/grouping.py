@@ -62,6 +62,11 @@ class Grouping:
             self._strategy.kernel(keys, out, self._state)
         return out
 
+    @property
+    def takes_feedback(self) -> bool:
+        """False when the strategy ignores what acks carry: engines may then skip building its reports."""
+        return self._strategy.on_feedback is not None
+
     def feedback(self, report: AckReport) -> None:
         """Take what the acks that reached this source carried (most compiled strategies ignore it)."""
         check_report(report, self.workers)

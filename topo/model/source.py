@@ -100,6 +100,8 @@ class SourceNode:
         self.in_flight = np.zeros(pool, np.int64)  # buffers sent and not acked, per channel
         self.max_in_flight = np.zeros(pool, np.int64)
         self._inbox: list[tuple] = []  # (worker, queue_len, load, utilization, service_ms, signal, acked) not fed back
+        # a grouping that says it ignores feedback gets none: no report built per step for nothing
+        self.takes_feedback = bool(getattr(grouping, "takes_feedback", True))
         # tuples in each buffer in flight, oldest first (a channel's acks come back in send order), and tuples of
         # buffers released without feedback, which the channel's next ack reports as acked
         self._sizes: list[deque[int]] = [deque() for _ in range(pool)]
@@ -223,7 +225,8 @@ class SourceNode:
         self.pending -= size
         acked = self._released[worker] + size
         self._released[worker] = 0
-        self._inbox.append((worker, *fields, int(acked)))
+        if self.takes_feedback:
+            self._inbox.append((worker, *fields, int(acked)))
         waiting = self._held[worker] > 0 and self.in_flight[worker] == self.credits - 1 and self._due(worker, now)
         return bool(self.blocked or waiting or self.done)
 
