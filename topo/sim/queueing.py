@@ -16,11 +16,13 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def _lindley(w, size, first, at, service, free_at, log, fifo):
-    """Queue a buffer of `size` tuples for worker w arriving at `at`, in order; return its last finish time."""
+def _lindley(w, index, first, at, service, free_at, log, fifo, who):
+    """Queue a buffer for worker w arriving at `at`: its tuples are the sender's input positions `index`, in order.
+    Fill their log slots from `first` on (who sent which input tuple, and when it arrived); return the last finish."""
     worker, enqueue, start, finish = log
     after, head, tail = fifo
-    for i in range(size):
+    source, seqs, arrivals, source_out, seq_out, arrival_out = who
+    for i in range(index.size):
         slot = first + i
         begin = at if at > free_at[w] else free_at[w]
         end = begin + service[w]
@@ -29,6 +31,9 @@ def _lindley(w, size, first, at, service, free_at, log, fifo):
         enqueue[slot] = at
         start[slot] = begin
         finish[slot] = end
+        source_out[slot] = source
+        seq_out[slot] = seqs[index[i]]
+        arrival_out[slot] = arrivals[index[i]]
         # each worker's queue is a linked list over slots, walked later to count what it holds
         after[slot] = -1
         if tail[w] >= 0:
@@ -36,15 +41,7 @@ def _lindley(w, size, first, at, service, free_at, log, fifo):
         else:
             head[w] = slot
         tail[w] = slot
-    return free_at[w] if size else at
-
-
-@numba.njit(cache=True)
-def gather(index, first, seqs, arrivals, seq_out, arrival_out):
-    """Copy the seq and arrival of input positions `index` into the log's slots from `first` on."""
-    for i in range(index.size):
-        seq_out[first + i] = seqs[index[i]]
-        arrival_out[first + i] = arrivals[index[i]]
+    return free_at[w] if index.size else at
 
 
 @numba.njit(cache=True)
@@ -80,7 +77,8 @@ def _observe(workers, at, enqueue, start, finish, after, head, cursors, qlen, bu
 class WorkerPool:
     """The workers: one FIFO input queue and one server each, serving a tuple in cost_ms / capacity.
 
-    Every queued tuple gets a slot in a log (worker, enqueue, start, finish) sized for the whole stream.
+    Every queued tuple gets a slot in a log (worker, enqueue, start, finish, and the sender's source, seq and
+    arrival) sized for the whole stream.
     """
 
     def __init__(self, capacities: Sequence[float], cost_ms: float, max_tuples: int) -> None:
@@ -95,6 +93,9 @@ class WorkerPool:
         self.enqueue_s = np.empty(max_tuples)
         self.start_s = np.empty(max_tuples)
         self.finish_s = np.empty(max_tuples)
+        self.source = np.empty(max_tuples, np.int32)
+        self.seq = np.empty(max_tuples, np.int64)
+        self.arrival_s = np.empty(max_tuples)
         self._after = np.empty(max_tuples, np.int64)
         self._head = np.full(n, -1, np.int64)
         self._tail = np.full(n, -1, np.int64)
@@ -113,16 +114,19 @@ class WorkerPool:
         self.capacity[:] = capacity
         self.service_s[:] = self.cost_s / capacity
 
-    def enqueue_buffer(self, w: int, size: int, at: float) -> tuple[int, float]:
-        """Queue a buffer of `size` tuples for worker w arriving at `at`: its first slot and last finish."""
-        first = self.size
+    def enqueue_buffer(self, w: int, index: np.ndarray, at: float, source: int, seqs: np.ndarray,
+                       arrivals: np.ndarray) -> tuple[int, float]:
+        """Queue a buffer for worker w arriving at `at`: `source`'s input positions `index` (whose global seqs and
+        arrival times are `seqs` and `arrivals`). Its first slot and last finish."""
+        first, size = self.size, len(index)
         if first + size > len(self.worker):
             raise RuntimeError("more tuples queued than the stream holds")
         if not 0 <= w < self.workers:
             raise ValueError(f"the grouping routed a tuple to worker {w}, outside [0, {self.workers})")
-        done = _lindley(w, size, first, at, self.service_s, self.free_at,
-                            (self.worker, self.enqueue_s, self.start_s, self.finish_s),
-                            (self._after, self._head, self._tail))
+        done = _lindley(w, index, first, at, self.service_s, self.free_at,
+                        (self.worker, self.enqueue_s, self.start_s, self.finish_s),
+                        (self._after, self._head, self._tail),
+                        (source, seqs, arrivals, self.source, self.seq, self.arrival_s))
         self.size += size
         return first, done
 

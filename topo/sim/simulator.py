@@ -41,10 +41,11 @@ from topo.results.metrics import (
 from topo.results.outcome import operator_outcome, run_result
 from topo.schedule import MESSAGES, Change
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.sim.queueing import Observer, WorkerPool, gather
+from topo.sim.queueing import Observer, WorkerPool
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
+UNREAD = (0.0, 0.0, 0.0, 0.0, 0)  # the fields of an ack that nothing reads (no feedback, no delegation)
 
 
 class SimSource:
@@ -163,13 +164,11 @@ class Simulation:
             )
             for s in range(every)
         ]
-        # per-tuple facts only the sources know, in the pool's slot order
-        self.seq = np.empty(messages, np.int64)
-        self.source = np.empty(messages, np.int32)
-        self.arrival_s = np.empty(messages)
         self.batches: list[tuple] = []  # per buffer: source, worker, batch id, first slot, size, sent, done
         self.route_s = 0.0
         self._next_report = PROGRESS_STEP
+        # what an ack carries is measured only if something reads it: a grouping's feedback or the delegation
+        self._metered = self.delegation is not None or any(s.node.takes_feedback for s in self.sources)
         # the world's changes: by time they are events, by message count they are checked as tuples are sent
         self.capacity_history: list[tuple[float, tuple[float, ...]]] = [(0.0, tuple(self.pool.capacity))]
         self.active_history: list[tuple[float, int]] = [(0.0, self.active)]
@@ -220,7 +219,7 @@ class Simulation:
     def _see_sent(self) -> None:
         """The controller learns the keys sent since it last looked (the ones that may have state to move)."""
         if self._seen_upto < self.pool.size:
-            self.control.see(self.key_hash[self.seq[self._seen_upto : self.pool.size]])
+            self.control.see(self.key_hash[self.pool.seq[self._seen_upto : self.pool.size]])
             self._seen_upto = self.pool.size
 
     def _pause(self, moved: Repartition | None, now: float) -> None:
@@ -241,11 +240,11 @@ class Simulation:
     def _arrive(self, source: SimSource, buffer: Buffer) -> None:
         """A buffer reaches its worker: queue its tuples (their finish times are known at once)."""
         now, w, size = self.kernel.now, buffer.worker, len(buffer.index)
-        first, done = self.pool.enqueue_buffer(w, size, now)
+        node = source.node
+        first, done = self.pool.enqueue_buffer(w, buffer.index, now, node.index, source.seqs, node.arrival)
         end = first + size
-        gather(buffer.index, first, source.seqs, source.node.arrival, self.seq, self.arrival_s)
-        self.source[first:end] = source.index
-        self.meters[w].arrive(now, size)
+        if self._metered:
+            self.meters[w].arrive(now, size)
         self.batches.append((source.index, w, buffer.batch_id, first, size, buffer.sent_s, done))
         self.kernel.schedule(done, self._served, source, w, first, size, priority=DONE)
         if self.progress is not None and end >= self._next_report:
@@ -257,11 +256,13 @@ class Simulation:
     def _served(self, source: SimSource, w: int, first: int, size: int) -> None:
         """A buffer's last tuple is done: the worker acks it, piggybacking its load and signal."""
         now = self.kernel.now
-        self._busy_s[w] += now - self.pool.start_s[first]  # a buffer's tuples are served back to back
-        meter = self.meters[w]
-        meter.service_s = float(self.pool.service_s[w])
-        meter.serve(now, size, float(self._busy_s[w]))
-        fields = meter.ack(now, source.index, self.active)
+        fields = UNREAD
+        if self._metered:
+            self._busy_s[w] += now - self.pool.start_s[first]  # a buffer's tuples are served back to back
+            meter = self.meters[w]
+            meter.service_s = float(self.pool.service_s[w])
+            meter.serve(now, size, float(self._busy_s[w]))
+            fields = meter.ack(now, source.index, self.active)
         if self.delay_s:
             self.kernel.schedule(now + self.delay_s, source.land, w, fields, priority=ACK)
         else:
@@ -292,10 +293,10 @@ class Simulation:
     def _outputs(self, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
         log = TupleLog(
-            seq=self.seq[:emitted],
-            source=self.source[:emitted],
+            seq=pool.seq[:emitted],
+            source=pool.source[:emitted],
             worker=pool.worker[:emitted],
-            arrival_s=self.arrival_s[:emitted],
+            arrival_s=pool.arrival_s[:emitted],
             enqueue_s=pool.enqueue_s[:emitted],
             start_s=pool.start_s[:emitted],
             finish_s=pool.finish_s[:emitted],
