@@ -67,6 +67,7 @@ class AlbicGrouping:
     """One source's side: key group by a fixed hash, worker by the controller's placement; counts per key group."""
 
     name = "albic"
+    takes_feedback = False  # its controller measures the workers itself: engines build it no ack reports
 
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any], controller: AlbicController) -> None:
         if not isinstance(controller, AlbicController):

@@ -72,6 +72,7 @@ class GedikGrouping:
     """One source's splitter: counts its keys in a sliding lossy counter and routes them with the controller's p."""
 
     name = "gedik"
+    takes_feedback = False  # its controller measures the workers itself: engines build it no ack reports
 
     def __init__(self, workers: int, seed: int, params: Mapping[str, Any], controller: GedikController) -> None:
         if not isinstance(controller, GedikController):
