@@ -10,17 +10,19 @@ from numba import njit
 from numba.core.cpu import CPUTargetOptions
 
 
-def forget_caches_of_another_layout(root: Path = Path(__file__).parent) -> bool:
+def forget_caches_of_another_layout(root: Path = Path(__file__).parent, also: tuple[Path, ...] = ()) -> bool:
     """Drop numba's on-disk caches below `root` when its modules are not the ones that wrote them; True if dropped.
 
     Two ways a cache goes stale without numba noticing: a cache index pickles the types of its arguments by module
     path and is unpickled before the source stamp is checked (after modules move, ModuleNotFoundError instead of a
     recompile), and a function checks only its own file's stamp, so one that inlined an edited function of another
-    module keeps the old code. A stamp of every module's name and content beside the caches catches both.
+    module keeps the old code. A stamp of every module's name and content beside the caches catches both; `also`
+    names the folders of other modules the functions below `root` call, whose content enters the stamp too.
     """
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for folder in (root, *also):
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
     stamp = digest.hexdigest()
     marker = root / "__pycache__" / "numba-layout"
     try:

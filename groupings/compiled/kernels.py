@@ -13,7 +13,8 @@ Each kernel routes a batch in order, updating the instance's state in place, so 
 routing its keys one at a time would. The number of workers is the size of the state's load array, so after
 a resize the same kernels route over the new count. They are written out one per strategy (not built by a factory) so
 numba can cache them on disk (numba checks only this file for changes: edit it too when a selector or a
-candidate set changes); a new strategy is a new three-line kernel plus a row in the registry.
+candidate set changes); a new strategy is a new three-line kernel, a row in the registry, and its number in
+`route_with` (how the simulator's compiled loop calls it).
 """
 
 from __future__ import annotations
@@ -123,3 +124,30 @@ def route_rr(keys, out, st):
             out[j] = round_robin(all_workers, rotated, key, st)
         else:
             out[j] = least_loaded(two_hashes, hash_family, key, st)
+
+
+# every kernel by number, for compiled callers: numba cannot cache a function that takes a kernel as an argument
+KERNELS = (route_kg, route_sg, route_pkg, route_potc, route_porc, route_chbl, route_dc, route_wc, route_rr)
+
+
+@hot
+def route_with(kernel, keys, out, st):
+    """Route with KERNELS[kernel]."""
+    if kernel == 0:
+        route_kg(keys, out, st)
+    elif kernel == 1:
+        route_sg(keys, out, st)
+    elif kernel == 2:
+        route_pkg(keys, out, st)
+    elif kernel == 3:
+        route_potc(keys, out, st)
+    elif kernel == 4:
+        route_porc(keys, out, st)
+    elif kernel == 5:
+        route_chbl(keys, out, st)
+    elif kernel == 6:
+        route_dc(keys, out, st)
+    elif kernel == 7:
+        route_wc(keys, out, st)
+    elif kernel == 8:
+        route_rr(keys, out, st)

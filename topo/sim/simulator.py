@@ -40,6 +40,7 @@ from topo.results.metrics import (
 )
 from topo.results.outcome import operator_outcome, run_result
 from topo.schedule import MESSAGES, Change
+from topo.sim import compiled as fast
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
 from topo.sim.queueing import Observer, WorkerPool
 from topo.spec import TopologySpec
@@ -268,12 +269,17 @@ class Simulation:
         else:
             source.land(w, fields)
 
-    def run(self) -> RunResult:
-        """Run the event loop to the end and compute the outputs."""
+    def run(self, compiled: bool = True) -> RunResult:
+        """Run the event loop to the end and compute the outputs. Runs whose events are all the model's own run
+        them in compiled code (`topo.sim.loop`), unless `compiled` is False: the same events, in the same order."""
         clock = time.perf_counter()
-        for source in self.sources:
-            source.plan(0.0)
-        self.kernel.run()
+        kernel = fast.kernel_of(self) if compiled else None
+        if kernel is not None:
+            fast.run(self, kernel, PROGRESS_STEP)
+        else:
+            for source in self.sources:
+                source.plan(0.0)
+            self.kernel.run()
         for source in self.sources:
             source.node.finish(self.kernel.now)
         loop_s = time.perf_counter() - clock

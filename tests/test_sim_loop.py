@@ -1,0 +1,77 @@
+"""The simulator's compiled event loop runs the same events as its Python loop: same logs, batches and summaries."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from topo.data.streams import stream_from_spec
+from topo.sim import compiled
+from topo.sim.loop import pairwise_sum
+from topo.sim.simulator import Simulation
+from topo.spec import TopologySpec
+
+STREAM = "zipf:z=1.2,keys=3000,messages=20000,seed=3"
+
+CASES = [
+    ("kg", dict(workers=12, sources=3, cost_ms=0.2)),  # saturating input, several sources
+    ("sg", dict(workers=30, sources=1, cost_ms=0.05, batch_size=20, max_pending=4)),
+    ("pkg", dict(workers=8, sources=2, cost_ms=1.0, rate=7000, max_spout_pending=300)),  # a closed loop
+    ("dc", dict(workers=12, sources=2, cost_ms=0.5, rate=15000, net_delay_ms=1.0,
+                capacities=(1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 2, 2, 2, 2))),  # delays on both trips, uneven workers
+    ("wc", dict(workers=10, sources=4, cost_ms=0.3, rate=20000, duration=0.6, linger_ms=0)),  # an end, no linger
+    ("chbl", dict(workers=10, sources=1, cost_ms=0.3, duration=0.5, net_delay_ms=0.5)),
+    ("potc", dict(workers=6, sources=2, cost_ms=0.4, rate=12000)),
+]
+
+
+def _outcome(result) -> tuple[str, bytes]:
+    summary = dict(result.summary)
+    summary.pop("wall_clock_s")
+    log = result.log
+    columns = (log.seq, log.source, log.worker, log.arrival_s, log.enqueue_s, log.start_s, log.finish_s)
+    return json.dumps(summary, sort_keys=True, default=str), b"".join(np.ascontiguousarray(c).tobytes()
+                                                                      for c in columns)
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return stream_from_spec(STREAM)
+
+
+@pytest.mark.parametrize(("grouping", "options"), CASES, ids=[c[0] for c in CASES])
+def test_compiled_loop_gives_the_python_loops_run(stream, grouping, options):
+    spec = TopologySpec(engine="sim", grouping=grouping, **options)
+    fast = Simulation(spec, stream)
+    assert compiled.kernel_of(fast) is not None  # this case runs compiled
+    by_python = Simulation(spec, stream).run(compiled=False)
+    by_loop = fast.run()
+    assert _outcome(by_loop) == _outcome(by_python)
+    assert by_loop.summary["sim"] == by_python.summary["sim"]  # the same events, and the same buffers
+    assert by_loop.extras["batches"].equals(by_python.extras["batches"])
+
+
+@pytest.mark.parametrize("grouping", ["cg", "fish", "gedik"])
+def test_runs_that_need_python_between_events_keep_the_python_loop(stream, grouping):
+    spec = TopologySpec(engine="sim", grouping=grouping, workers=6, sources=2, cost_ms=0.2)
+    assert compiled.kernel_of(Simulation(spec, stream)) is None
+
+
+def test_a_scheduled_change_keeps_the_python_loop(stream):
+    spec = TopologySpec(engine="sim", grouping="kg", workers=6, sources=2, cost_ms=0.2)
+    assert compiled.kernel_of(Simulation(spec, stream, capacity_schedule=[(0.01, [1, 1, 1, 1, 1, 0.5])])) is None
+
+
+def test_the_compiled_loop_reports_progress(stream):
+    seen: list[int] = []
+    spec = TopologySpec(engine="sim", grouping="kg", workers=6, sources=2, cost_ms=0.2)
+    Simulation(spec, stream, progress=seen.append).run()
+    assert seen == sorted(seen) and seen[-1] == 20000 and len(seen) >= 3
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 127, 128, 129, 255, 1000, 4097, 100_003])
+def test_pairwise_sum_is_numpys_sum_bit_for_bit(n):
+    a = np.random.default_rng(n).random(n) * 1e3 - 0.3
+    assert pairwise_sum(a) == float(a.sum())

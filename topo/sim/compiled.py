@@ -1,0 +1,148 @@
+"""Hands a simulation to the compiled event loop (`topo.sim.loop`) when nothing in it needs Python between events,
+and writes the sources' counters back, so that the outputs are built from the same objects either way."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from topo.sim import loop
+
+if TYPE_CHECKING:
+    from topo.sim.simulator import Simulation
+
+MAX_RING_CELLS = 1 << 24  # sources x workers x credits beyond which the Python loop runs (its deques grow as needed)
+
+
+def kernel_of(sim: Simulation) -> int | None:
+    """The number (`kernels.KERNELS`) of the compiled kernel every source routes with, or None when this run needs
+    the Python loop: a grouping that is not a compiled strategy or takes feedback, a delegation, a controller, or a
+    change of the world scheduled."""
+    from groupings.compiled.grouping import Grouping
+    from groupings.compiled.kernels import KERNELS
+
+    spec = sim.spec
+    if sim.controller is not None or sim.delegation is not None or sim._by_count or sim.kernel.pending():
+        return None
+    if sim.active != sim.pool.workers or len(sim.sources) * sim.pool.workers * spec.max_pending > MAX_RING_CELLS:
+        return None
+    kernels = set()
+    for source in sim.sources:
+        grouping = source.node.grouping
+        if type(grouping) is not Grouping or grouping.takes_feedback:
+            return None
+        kernels.add(grouping._strategy.kernel)
+    # the states are stacked one row per source: every field must have one shape across the sources
+    if len({str(_shapes(source.node.grouping._state)) for source in sim.sources}) != 1:
+        return None
+    if len(kernels) != 1 or (kernel := kernels.pop()) not in KERNELS:
+        return None
+    return KERNELS.index(kernel)
+
+
+def run(sim: Simulation, kernel: int, report_every: int) -> None:
+    """Run the simulation's events in compiled code: the same events, order and arithmetic as `Kernel.run` over
+    the simulator's actions, leaving the sources, the pool and the batch rows as the Python loop leaves them."""
+    spec, pool = sim.spec, sim.pool
+    nodes = [source.node for source in sim.sources]
+    S, W = len(nodes), pool.workers
+    offsets = np.zeros(S + 1, np.int64)
+    np.cumsum([len(node.keys) for node in nodes], out=offsets[1:])
+    delayed = bool(sim.delay_s)
+    src = (offsets, np.concatenate([node.keys for node in nodes]), np.concatenate([node.arrival for node in nodes]),
+           np.concatenate([node._buffers._after for node in nodes]),
+           np.concatenate([source.seqs for source in sim.sources]),
+           np.empty(offsets[-1] if delayed else 0, np.int64))
+    chan = tuple(np.stack([_attr(node, name) for node in nodes]) for name in CHANNELS)
+    ring = (np.zeros((S, W, max(1, spec.max_pending)), np.int64), np.zeros((S, W), np.int64),
+            np.zeros((S, W), np.int64))
+    states = [node.grouping._state for node in nodes]
+    stack = _stacked(states)
+    si = np.zeros((S, 9), np.int64)
+    sf = np.zeros((S, 6))
+    sf[:, loop.CLOCK] = -np.inf
+    sf[:, loop.WAKE_AT] = np.inf
+    g = np.zeros(6, np.int64)
+    g[loop.QUEUED] = pool.size
+    cfg_i = np.array([S, W, sim.active, spec.batch_size, spec.max_pending,
+                      -1 if spec.max_spout_pending is None else spec.max_spout_pending,
+                      int(nodes[0].saturating)], np.int64)
+    cfg_f = np.array([spec.linger_ms / 1e3, np.nan if spec.duration is None else spec.duration, sim.delay_s])
+    pools = (pool.service_s, pool.free_at, (pool.worker, pool.enqueue_s, pool.start_s, pool.finish_s),
+             (pool._after, pool._head, pool._tail), (pool.source, pool.seq, pool.arrival_s))
+    rows = np.empty((1024, 7))
+    heap = loop.new_heap()
+    loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
+    now, left = 0.0, 1
+    while left:
+        rows, now, left = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
+                                          rows, g[loop.QUEUED] + report_every)
+        pool.size = int(g[loop.QUEUED])
+        if g[loop.ERROR]:
+            _raise(int(g[loop.ERROR]), int(g[loop.ERROR_AT]), W)
+        if left and sim.progress is not None:
+            sim.progress(pool.size)
+    sim.kernel.now = now
+    sim.kernel.processed += int(g[loop.PROCESSED])
+    sim.batches = rows[: g[loop.ROWS]]
+    for s, (source, node) in enumerate(zip(sim.sources, nodes, strict=True)):
+        node.arrival[:] = src[2][offsets[s] : offsets[s + 1]]  # a saturating source stamps arrivals as it routes
+        node._buffers._after[:] = src[3][offsets[s] : offsets[s + 1]]
+        for name, rows_of in zip(CHANNELS, chan, strict=True):
+            _attr(node, name)[:] = rows_of[s]
+        _unstack(stack, states[s], s)
+        _write_back(node, si[s], sf[s], *(part[s] for part in ring))
+        source._token, source._wake_at = int(si[s, loop.TOKEN]), float(sf[s, loop.WAKE_AT])
+
+
+# a source's channel arrays, as `loop` takes them: one row per source
+CHANNELS = ("_buffers._head", "_buffers._tail", "_held", "_oldest", "in_flight", "max_in_flight")
+
+
+def _attr(obj, dotted: str):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _shapes(state) -> list:
+    return [a.shape for a in (*state[: state._fields.index("summary")], *state.summary,
+                              *state[state._fields.index("summary") + 1 :])]
+
+
+def _stacked(states: list) -> tuple:
+    """The sources' grouping states as one tuple of fields, each field's arrays stacked one row per source."""
+    fields = [np.stack([getattr(st, f) for st in states]) for f in states[0]._fields if f != "summary"]
+    summary = tuple(np.stack([getattr(st.summary, f) for st in states]) for f in states[0].summary._fields)
+    at = states[0]._fields.index("summary")
+    return (*fields[:at], summary, *fields[at:])
+
+
+def _unstack(stack: tuple, state, s: int) -> None:
+    """Copy source s's rows back into its own state's arrays."""
+    for name, rows in zip(state._fields, stack, strict=True):
+        if name == "summary":
+            for field, summary_rows in zip(state.summary._fields, rows, strict=True):
+                getattr(state.summary, field)[...] = summary_rows[s]
+        else:
+            getattr(state, name)[...] = rows[s]
+
+
+def _write_back(node, si: np.ndarray, sf: np.ndarray, ring: np.ndarray, head: np.ndarray, length: np.ndarray) -> None:
+    """The counters the compiled loop kept for a source, back on its `SourceNode`."""
+    node.routed, node.pending = int(si[loop.ROUTED]), int(si[loop.PENDING])
+    node.max_pending_tuples, node.batches = int(si[loop.MAX_PENDING]), int(si[loop.BATCHES])
+    node.route_calls, node.acks, node.blocked = int(si[loop.ROUTE_CALLS]), int(si[loop.ACKS]), bool(si[loop.BLOCKED])
+    node.blocked_s, node._blocked_at, node.clock = float(sf[loop.BLOCKED_S]), float(sf[loop.BLOCKED_AT]), float(
+        sf[loop.CLOCK])
+    node.lag_max_s, node.lag_sum_s = float(sf[loop.LAG_MAX]), float(sf[loop.LAG_SUM])
+    for w in range(len(node._sizes)):
+        r = ring.shape[1]
+        node._sizes[w].extend(int(ring[w, (head[w] + k) % r]) for k in range(int(length[w])))
+
+
+def _raise(error: int, at: int, workers: int) -> None:
+    if error == loop.E_STREAM:
+        raise RuntimeError("more tuples queued than the stream holds")
+    raise ValueError(f"the grouping routed a tuple to worker {at}, outside [0, {workers})")

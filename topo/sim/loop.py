@@ -1,0 +1,401 @@
+"""The simulator's event loop in compiled code, for runs whose every event is the model's own.
+
+When no Python has to see an event (every source routes with a compiled strategy that takes no feedback, no
+delegation, no controller, no scheduled change of the world), a run is a fixed recursion over the model's state:
+sources step on flush ticks, arrivals and acks; buffers queue at their workers (Lindley); acks return credits.
+This module runs exactly the events `simulator.Simulation` runs, in the same (time, priority, order) sequence and
+with the same arithmetic, on the same arrays: each source's `SourceNode` buffers, credits and input, its grouping's
+`State`, the `WorkerPool` log. The helpers it calls are the model's own compiled ones (`topo.model.buffers`,
+`queueing._lindley`); what `SourceNode` does in Python is written here once more, line for line, and
+`tests/test_sim_loop.py` holds the two to the same logs, batch tables and summaries. It returns to Python only to
+report progress, and the Python side (`topo.sim.compiled`) writes the sources' counters back.
+"""
+
+from __future__ import annotations
+
+import heapq
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+from numba.typed import List
+
+import groupings
+from groupings.compiled.kernels import route_with
+from groupings.compiled.state import State, Summary
+from groupings.jit import forget_caches_of_another_layout
+from topo.model.buffers import _append, _cut_due, channel_state
+from topo.sim.events import ACK, ARRIVE, DONE, SEND
+from topo.sim.queueing import _lindley
+
+# the functions here hold compiled copies of the kernels and model helpers they call: cached with their modules' stamp
+_here = Path(__file__).parent
+forget_caches_of_another_layout(_here, also=(_here.parent / "model", Path(groupings.__file__).parent))
+
+# event kinds (an event is (at, priority, order, kind, source, worker, x, y, z, t))
+K_SEND, K_ARRIVE, K_DONE, K_ACK = 0, 1, 2, 3
+# per-source integer state (si[s, .]) and float state (sf[s, .])
+ROUTED, PENDING, MAX_PENDING, BATCHES, ROUTE_CALLS, ACKS, BLOCKED, TOKEN, WIRED = range(9)
+BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
+# run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value
+QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT = range(6)
+# errors the Python side raises with the simulator's own messages
+E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
+# cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1)
+# cfg_f: linger (s), end (s; NaN: none), delay (s)
+# Per source: `src` = (offsets, keys, arrival, after, seqs, wire) holds every source's input arrays one after
+# another (source s's at offsets[s]:offsets[s + 1]); `chan` = (head, tail, held, oldest, in_flight, max_in_flight)
+# one row per source; `stack` = the sources' grouping states, each field one row per source.
+
+
+@njit(cache=True)
+def new_heap():
+    """An empty event heap (made here: a typed list made in Python compiles its methods in every process)."""
+    heap = List()
+    heap.append((0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0))
+    heap.pop()
+    return heap
+
+
+@njit(cache=True)
+def _part(a, offsets, s):
+    return a[offsets[s] : offsets[s + 1]]
+
+
+@njit(cache=True)
+def _state(stack, s):
+    # source s's grouping state: the rows of the stacked fields (views, so routing updates the stack)
+    f = stack
+    m = f[7]
+    return State(f[0][s], f[1][s], f[2][s], f[3][s], f[4][s], f[5][s], f[6][s],
+                 Summary(m[0][s], m[1][s], m[2][s], m[3][s], m[4][s], m[5][s], m[6][s], m[7][s], m[8][s], m[9][s],
+                         m[10][s], m[11][s]), f[8][s])
+
+
+@njit(cache=True)
+def _block_sum(a, lo, n):
+    # numpy's sum of at most 128 float64s: eight running sums, then the rest one by one
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    m = n - (n % 8)
+    while i < m:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def pairwise_sum(a):
+    """numpy's float64 sum of `a`, bit for bit: halves (cut at a multiple of 8) summed apart down to blocks of
+    128. Its recursion walked with a stack of its own (numba cannot cache a recursive function)."""
+    los, ns, stage, left = np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64)
+    los[0], ns[0], stage[0] = 0, a.size, 0
+    depth, value = 1, 0.0
+    while depth:
+        top = depth - 1
+        lo, n = los[top], ns[top]
+        if n <= 128:
+            value = _block_sum(a, lo, n)  # returned to the frame below
+            depth -= 1
+            continue
+        half = n // 2
+        half -= half % 8
+        if stage[top] == 0:  # sum the first half
+            stage[top] = 1
+            los[depth], ns[depth], stage[depth] = lo, half, 0
+            depth += 1
+        elif stage[top] == 1:  # then the second
+            left[top] = value
+            stage[top] = 2
+            los[depth], ns[depth], stage[depth] = lo + half, n - half, 0
+            depth += 1
+        else:
+            value = left[top] + value
+            depth -= 1
+    return value
+
+
+@njit(cache=True)
+def _tick_after(now, linger):
+    if not linger > 0:
+        return now
+    return (np.floor(now / linger + 1e-9) + 1.0) * linger
+
+
+@njit(cache=True)
+def _tick_at_or_after(t, linger):
+    if not linger > 0:
+        return t
+    return max(1.0, np.ceil(t / linger - 1e-9)) * linger
+
+
+@njit(cache=True)
+def _last_tick(now, linger):
+    if not linger > 0:
+        return now
+    k = np.floor(now / linger + 1e-9)
+    return k * linger if k >= 1 else -np.inf
+
+
+@njit(cache=True)
+def _exhausted(s, src, si, sf, cfg_i, cfg_f):
+    offsets, arrival = src[0], src[2]
+    routed = si[s, ROUTED]
+    if routed >= offsets[s + 1] - offsets[s]:
+        return True
+    end = cfg_f[1]
+    if np.isnan(end):
+        return False
+    if cfg_i[6]:
+        return sf[s, CLOCK] >= end
+    return arrival[offsets[s] + routed] > end or sf[s, CLOCK] > end
+
+
+@njit(cache=True)
+def _push(heap, g, at, priority, kind, s, w, x, y, z, t):
+    heapq.heappush(heap, (at, priority, g[ORDER], kind, s, w, x, y, z, t))
+    g[ORDER] += 1
+
+
+@njit(cache=True)
+def _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f):
+    """`SourceNode.next_wakeup`; NaN for None."""
+    batch, credits, linger, end = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[1]
+    _, _, sendable, _, most = channel_state(chan[2][s], chan[4][s], credits, batch)
+    t = np.inf
+    some = False
+    if sendable:
+        t = min(t, _tick_after(now, linger))
+        some = True
+    if not _exhausted(s, src, si, sf, cfg_i, cfg_f) and not si[s, BLOCKED] and not cfg_i[6]:
+        arrival = _part(src[2], src[0], s)
+        routed = si[s, ROUTED]
+        first = arrival[routed]
+        t = min(t, max(first, _tick_at_or_after(first, linger)))
+        last = min(routed + batch - most, arrival.size) - 1
+        t = min(t, arrival[max(last, routed)])
+        if not np.isnan(end):
+            t = min(t, end)
+        some = True
+    if not some:
+        return np.nan
+    return max(now, t)
+
+
+@njit(cache=True)
+def _plan(s, at, now, heap, g, src, chan, si, sf, cfg_i, cfg_f):
+    """`SimSource.plan`: at NaN means when the node next has something to do."""
+    if np.isnan(at):
+        at = _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f)
+        if np.isnan(at):
+            return
+    if sf[s, WAKE_AT] <= at and sf[s, WAKE_AT] >= now:
+        return
+    si[s, TOKEN] += 1
+    sf[s, WAKE_AT] = at
+    _push(heap, g, at, SEND, K_SEND, s, 0, si[s, TOKEN], 0, 0, 0.0)
+
+
+@njit(cache=True)
+def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
+    """`Simulation._arrive`: queue the buffer (its tuples' finish times known at once), log it, schedule its end."""
+    service, free_at, log, fifo, who = pool
+    first, size = g[QUEUED], index.size
+    if first + size > log[0].size:
+        g[ERROR] = E_STREAM
+        return rows
+    done = _lindley(w, index, first, now, service, free_at, log, fifo,
+                    (s, _part(src[4], src[0], s), _part(src[2], src[0], s), who[0], who[1], who[2]))
+    g[QUEUED] += size
+    n = g[ROWS]
+    if n == rows.shape[0]:
+        grown = np.empty((2 * n + 64, 7))
+        grown[:n] = rows[:n]
+        rows = grown
+    rows[n, 0], rows[n, 1], rows[n, 2], rows[n, 3] = s, w, batch_id, first
+    rows[n, 4], rows[n, 5], rows[n, 6] = size, sent, done
+    g[ROWS] = n + 1
+    _push(heap, g, done, DONE, K_DONE, s, w, first, size, 0, 0.0)
+    return rows
+
+
+@njit(cache=True)
+def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows):
+    """`SourceNode._send_due`, each buffer put on the wire as `SimSource._wake` and `Simulation.transmit` do."""
+    batch, credits, linger, delay = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[2]
+    head, tail, held, oldest, in_flight, max_in_flight = chan
+    exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
+    workers, sizes, positions = _cut_due(_last_tick(now, linger), full_only, exhausted, batch, credits,
+                                         _part(src[2], src[0], s), _part(src[3], src[0], s), head[s], tail[s],
+                                         held[s], oldest[s], in_flight[s], max_in_flight[s])
+    sizes_in_flight, first_in_flight, count_in_flight = ring
+    wire = _part(src[5], src[0], s)
+    start = 0
+    for i in range(workers.size):
+        w, size = workers[i], sizes[i]
+        r = sizes_in_flight.shape[2]
+        sizes_in_flight[s, w, (first_in_flight[s, w] + count_in_flight[s, w]) % r] = size
+        count_in_flight[s, w] += 1
+        batch_id = si[s, BATCHES]
+        si[s, BATCHES] += 1
+        index = positions[start : start + size]
+        if delay:
+            at = si[s, WIRED]
+            wire[at : at + size] = index
+            si[s, WIRED] = at + size
+            _push(heap, g, now + delay, ARRIVE, K_ARRIVE, s, w, at, size, batch_id, now)
+        else:
+            rows = _arrive(s, w, index, batch_id, now, now, heap, g, src, pool, rows)
+            if g[ERROR]:
+                return rows
+        start += size
+    return rows
+
+
+@njit(cache=True)
+def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i):
+    """`SourceNode._route`: route `take` more input tuples into the output buffers."""
+    keys, arrival = _part(src[1], src[0], s), _part(src[2], src[0], s)
+    begin = si[s, ROUTED]
+    stop = begin + take
+    if cfg_i[6]:
+        arrival[begin:stop] = now
+    else:
+        lag = now - arrival[begin:stop]  # a source that falls behind its input shows here
+        sf[s, LAG_MAX] = max(sf[s, LAG_MAX], lag.max())
+        sf[s, LAG_SUM] += pairwise_sum(lag)
+    chosen = np.empty(take, np.int32)
+    if take:
+        route_with(kernel, keys[begin:stop], chosen, _state(stack, s))
+    si[s, ROUTE_CALLS] += 1
+    if take:
+        low, high = chosen.min(), chosen.max()
+        if low < 0 or high >= cfg_i[1] or high >= cfg_i[2]:
+            g[ERROR], g[ERROR_AT] = E_ROUTED, low if low < 0 else high
+            return
+    si[s, ROUTED] = stop
+    si[s, PENDING] += take
+    si[s, MAX_PENDING] = max(si[s, MAX_PENDING], si[s, PENDING])
+    head, tail, held, oldest = chan[0], chan[1], chan[2], chan[3]
+    _append(chosen, begin, arrival, _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s])
+
+
+@njit(cache=True)
+def _block(s, now, si, sf):
+    if not si[s, BLOCKED]:
+        si[s, BLOCKED] = 1
+        sf[s, BLOCKED_AT] = now
+
+
+@njit(cache=True)
+def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows):
+    """`SourceNode.step`, its buffers put on the wire as they are cut."""
+    batch, credits, spout = cfg_i[3], cfg_i[4], cfg_i[5]
+    sf[s, CLOCK] = max(sf[s, CLOCK], now)
+    while True:
+        rows = _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
+        if g[ERROR]:
+            return rows
+        if channel_state(chan[2][s], chan[4][s], credits, batch)[3]:
+            _block(s, now, si, sf)
+            break
+        if si[s, BLOCKED]:
+            si[s, BLOCKED] = 0
+            sf[s, BLOCKED_S] += now - sf[s, BLOCKED_AT]
+        routed = si[s, ROUTED]
+        if cfg_i[6]:
+            available = routed if _exhausted(s, src, si, sf, cfg_i, cfg_f) else src[0][s + 1] - src[0][s]
+        else:
+            upto = now if np.isnan(cfg_f[1]) else min(now, cfg_f[1])
+            available = max(routed, np.searchsorted(_part(src[2], src[0], s), upto, side="right"))
+        take = min(available - routed, batch)
+        if take > 0 and spout >= 0 and si[s, PENDING] >= spout:
+            _block(s, now, si, sf)  # as many tuples pending as Storm's max spout pending allows
+            break
+        if take <= 0:
+            break
+        if spout >= 0:
+            take = min(take, spout - si[s, PENDING])
+        _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i)
+        if g[ERROR]:
+            return rows
+    return _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
+
+
+@njit(cache=True)
+def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
+    """`SimSource.land` and `SourceNode.on_ack` (no feedback): a credit back; step now if it lets a buffer out."""
+    batch, credits = cfg_i[3], cfg_i[4]
+    held, oldest, in_flight = chan[2][s], chan[3][s], chan[4][s]
+    sizes_in_flight, first_in_flight, count_in_flight = ring
+    in_flight[w] -= 1
+    si[s, ACKS] += 1
+    size = 0
+    if count_in_flight[s, w]:
+        size = sizes_in_flight[s, w, first_in_flight[s, w]]
+        first_in_flight[s, w] = (first_in_flight[s, w] + 1) % sizes_in_flight.shape[2]
+        count_in_flight[s, w] -= 1
+    si[s, PENDING] -= size
+    exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
+    due = held[w] >= batch or oldest[w] <= _last_tick(now, cfg_f[0]) or exhausted
+    waiting = held[w] > 0 and in_flight[w] == credits - 1 and due
+    busy = channel_state(held, in_flight, credits, batch)[0]
+    if si[s, BLOCKED] or waiting or (exhausted and not busy):
+        _plan(s, now, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
+
+
+@njit(cache=True)
+def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
+    """Every source plans its first step at 0, as `Simulation.run` does."""
+    for s in range(cfg_i[0]):
+        _plan(s, 0.0, 0.0, heap, g, src, chan, si, sf, cfg_i, cfg_f)
+
+
+@njit(cache=True)
+def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, report_at):
+    """Run events until none is left (or, after an event, `report_at` tuples are queued): (rows, now, events
+    left)."""
+    delay = cfg_f[2]
+    while len(heap):
+        at, _, _, kind, s, w, x, y, z, t = heapq.heappop(heap)
+        now = at
+        g[PROCESSED] += 1
+        if kind == K_SEND:
+            if x != si[s, TOKEN]:
+                continue  # replaced by an earlier wake-up
+            sf[s, WAKE_AT] = np.inf
+            rows = _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
+            if g[ERROR]:
+                return rows, now, len(heap)
+            _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
+        elif kind == K_ARRIVE:
+            rows = _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows)
+            if g[ERROR]:
+                return rows, now, len(heap)
+        elif kind == K_DONE:
+            if delay:
+                _push(heap, g, now + delay, ACK, K_ACK, s, w, 0, 0, 0, 0.0)
+            else:
+                _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f)
+        else:
+            _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f)
+        if g[QUEUED] >= report_at:
+            break
+    return rows, now, len(heap)
