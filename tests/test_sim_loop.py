@@ -9,7 +9,7 @@ import pytest
 
 from topo.data.streams import stream_from_spec
 from topo.sim import compiled
-from topo.sim.loop import pairwise_sum
+from topo.sim.pairwise import pairwise_sum
 from topo.sim.simulator import Simulation
 from topo.spec import TopologySpec
 

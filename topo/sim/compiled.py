@@ -3,22 +3,19 @@ and writes the sources' counters back, so that the outputs are built from the sa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from topo.sim import loop
 
-if TYPE_CHECKING:
-    from topo.sim.simulator import Simulation
-
 MAX_RING_CELLS = 1 << 24  # sources x workers x credits beyond which the Python loop runs (its deques grow as needed)
 
 
-def kernel_of(sim: Simulation) -> int | None:
-    """The number (`kernels.KERNELS`) of the compiled kernel every source routes with, or None when this run needs
-    the Python loop: a grouping that is not a compiled strategy or takes feedback, a delegation, a controller, or a
-    change of the world scheduled."""
+def kernel_of(sim: Any) -> int | None:
+    """The number (`kernels.KERNELS`) of the compiled kernel every source of `sim` (a `simulator.Simulation`)
+    routes with, or None when the run needs the Python loop: a grouping that is not a compiled strategy or takes
+    feedback, a delegation, a controller, or a change of the world scheduled."""
     from groupings.compiled.grouping import Grouping
     from groupings.compiled.kernels import KERNELS
 
@@ -41,7 +38,7 @@ def kernel_of(sim: Simulation) -> int | None:
     return KERNELS.index(kernel)
 
 
-def run(sim: Simulation, kernel: int, report_every: int) -> None:
+def run(sim: Any, kernel: int, report_every: int) -> None:
     """Run the simulation's events in compiled code: the same events, order and arithmetic as `Kernel.run` over
     the simulator's actions, leaving the sources, the pool and the batch rows as the Python loop leaves them."""
     spec, pool = sim.spec, sim.pool

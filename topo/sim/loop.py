@@ -26,6 +26,7 @@ from groupings.compiled.state import State, Summary
 from groupings.jit import forget_caches_of_another_layout
 from topo.model.buffers import _append, _cut_due, channel_state
 from topo.sim.events import ACK, ARRIVE, DONE, SEND
+from topo.sim.pairwise import pairwise_sum
 from topo.sim.queueing import _lindley
 
 # the functions here hold compiled copies of the kernels and model helpers they call: cached with their modules' stamp
@@ -70,66 +71,6 @@ def _state(stack, s):
     return State(f[0][s], f[1][s], f[2][s], f[3][s], f[4][s], f[5][s], f[6][s],
                  Summary(m[0][s], m[1][s], m[2][s], m[3][s], m[4][s], m[5][s], m[6][s], m[7][s], m[8][s], m[9][s],
                          m[10][s], m[11][s]), f[8][s])
-
-
-@njit(cache=True)
-def _block_sum(a, lo, n):
-    # numpy's sum of at most 128 float64s: eight running sums, then the rest one by one
-    if n < 8:
-        res = 0.0
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    m = n - (n % 8)
-    while i < m:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
-
-
-@njit(cache=True)
-def pairwise_sum(a):
-    """numpy's float64 sum of `a`, bit for bit: halves (cut at a multiple of 8) summed apart down to blocks of
-    128. Its recursion walked with a stack of its own (numba cannot cache a recursive function)."""
-    los, ns, stage, left = np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64)
-    los[0], ns[0], stage[0] = 0, a.size, 0
-    depth, value = 1, 0.0
-    while depth:
-        top = depth - 1
-        lo, n = los[top], ns[top]
-        if n <= 128:
-            value = _block_sum(a, lo, n)  # returned to the frame below
-            depth -= 1
-            continue
-        half = n // 2
-        half -= half % 8
-        if stage[top] == 0:  # sum the first half
-            stage[top] = 1
-            los[depth], ns[depth], stage[depth] = lo, half, 0
-            depth += 1
-        elif stage[top] == 1:  # then the second
-            left[top] = value
-            stage[top] = 2
-            los[depth], ns[depth], stage[depth] = lo + half, n - half, 0
-            depth += 1
-        else:
-            value = left[top] + value
-            depth -= 1
-    return value
 
 
 @njit(cache=True)
