@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
 def _append(chosen, begin, arrival, after, head, tail, held, oldest):
     for i in range(chosen.size):
         w = chosen[i]
@@ -31,7 +31,7 @@ def _append(chosen, begin, arrival, after, head, tail, held, oldest):
         held[w] += 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
 def _cut(w, n, arrival, after, head, tail, held, oldest, out):
     position = head[w]
     for i in range(n):
@@ -46,14 +46,18 @@ def _cut(w, n, arrival, after, head, tail, held, oldest, out):
         oldest[w] = arrival[position]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
 def _cut_due(tick, full_only, exhausted, batch_size, credits, arrival, after, head, tail, held, oldest, in_flight,
              max_in_flight):
     """Cut every buffer that is due (full, or unless `full_only` its oldest tuple saw `tick`) and has a credit,
     channel by channel, as long as each stays due: (workers, sizes, positions) of the buffers cut, in that order."""
+    # sized for every tuple of the channels due now (a cut may make a channel due again, never one that was not)
     total = 0
     for w in range(held.size):
-        total += held[w]
+        if held[w] > 0 and in_flight[w] < credits and (
+            held[w] >= batch_size or (not full_only and (oldest[w] <= tick or exhausted))
+        ):
+            total += held[w]
     positions = np.empty(total, np.int64)
     workers = np.empty(total, np.int64)
     sizes = np.empty(total, np.int64)
@@ -74,7 +78,7 @@ def _cut_due(tick, full_only, exhausted, batch_size, credits, arrival, after, he
     return workers[:n], sizes[:n], positions[:used]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
 def channel_state(held, in_flight, credits, batch_size):
     """One pass over the channels: (any tuple held or buffer in flight, a buffer waits for its channel's credit,
     a buffer could go out on credit, a full buffer has no credit, the most tuples one buffer holds)."""

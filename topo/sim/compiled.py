@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from topo.sim import heap as events
 from topo.sim import loop
 
 MAX_RING_CELLS = 1 << 24  # sources x workers x credits beyond which the Python loop runs (its deques grow as needed)
@@ -62,23 +63,27 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     sf[:, loop.WAKE_AT] = np.inf
     g = np.zeros(6, np.int64)
     g[loop.QUEUED] = pool.size
+    margin = W * max(1, spec.max_pending) + 4
     cfg_i = np.array([S, W, sim.active, spec.batch_size, spec.max_pending,
                       -1 if spec.max_spout_pending is None else spec.max_spout_pending,
-                      int(nodes[0].saturating)], np.int64)
+                      int(nodes[0].saturating), margin], np.int64)
     cfg_f = np.array([spec.linger_ms / 1e3, np.nan if spec.duration is None else spec.duration, sim.delay_s])
     pools = (pool.service_s, pool.free_at, (pool.worker, pool.enqueue_s, pool.start_s, pool.finish_s),
              (pool._after, pool._head, pool._tail), (pool.source, pool.seq, pool.arrival_s))
     rows = np.empty((1024, 7))
-    heap = loop.new_heap()
+    heap = events.new_heap(2 * (S * margin + S))  # every buffer in flight has one event, every source one wake-up
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
-    now, left = 0.0, 1
-    while left:
-        rows, now, left = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
-                                          rows, g[loop.QUEUED] + report_every)
+    now = 0.0
+    while events.size(heap):
+        if events.room(heap) < margin:
+            heap = events.grown(heap)
+        queued = pool.size
+        rows, now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
+                                    rows, queued + report_every)
         pool.size = int(g[loop.QUEUED])
         if g[loop.ERROR]:
             _raise(int(g[loop.ERROR]), int(g[loop.ERROR_AT]), W)
-        if left and sim.progress is not None:
+        if events.size(heap) and sim.progress is not None and pool.size >= queued + report_every:
             sim.progress(pool.size)
     sim.kernel.now = now
     sim.kernel.processed += int(g[loop.PROCESSED])

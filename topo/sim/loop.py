@@ -13,18 +13,17 @@ report progress, and the Python side (`topo.sim.compiled`) writes the sources' c
 
 from __future__ import annotations
 
-import heapq
 from pathlib import Path
 
 import numpy as np
 from numba import njit
-from numba.typed import List
 
 import groupings
 from groupings.compiled.kernels import route_with
 from groupings.compiled.state import State, Summary
 from groupings.jit import forget_caches_of_another_layout
 from topo.model.buffers import _append, _cut_due, channel_state
+from topo.sim import heap as events
 from topo.sim.events import ACK, ARRIVE, DONE, SEND
 from topo.sim.pairwise import pairwise_sum
 from topo.sim.queueing import _lindley
@@ -42,28 +41,20 @@ BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
 QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT = range(6)
 # errors the Python side raises with the simulator's own messages
 E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
-# cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1)
+# cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), and the most
+# events one event may push (a step's buffers and its next wake-up)
 # cfg_f: linger (s), end (s; NaN: none), delay (s)
 # Per source: `src` = (offsets, keys, arrival, after, seqs, wire) holds every source's input arrays one after
 # another (source s's at offsets[s]:offsets[s + 1]); `chan` = (head, tail, held, oldest, in_flight, max_in_flight)
 # one row per source; `stack` = the sources' grouping states, each field one row per source.
 
 
-@njit(cache=True)
-def new_heap():
-    """An empty event heap (made here: a typed list made in Python compiles its methods in every process)."""
-    heap = List()
-    heap.append((0.0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0))
-    heap.pop()
-    return heap
-
-
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _part(a, offsets, s):
     return a[offsets[s] : offsets[s + 1]]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _state(stack, s):
     # source s's grouping state: the rows of the stacked fields (views, so routing updates the stack)
     f = stack
@@ -73,21 +64,21 @@ def _state(stack, s):
                          m[10][s], m[11][s]), f[8][s])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tick_after(now, linger):
     if not linger > 0:
         return now
     return (np.floor(now / linger + 1e-9) + 1.0) * linger
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _tick_at_or_after(t, linger):
     if not linger > 0:
         return t
     return max(1.0, np.ceil(t / linger - 1e-9)) * linger
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _last_tick(now, linger):
     if not linger > 0:
         return now
@@ -95,7 +86,7 @@ def _last_tick(now, linger):
     return k * linger if k >= 1 else -np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _exhausted(s, src, si, sf, cfg_i, cfg_f):
     offsets, arrival = src[0], src[2]
     routed = si[s, ROUTED]
@@ -109,13 +100,13 @@ def _exhausted(s, src, si, sf, cfg_i, cfg_f):
     return arrival[offsets[s] + routed] > end or sf[s, CLOCK] > end
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _push(heap, g, at, priority, kind, s, w, x, y, z, t):
-    heapq.heappush(heap, (at, priority, g[ORDER], kind, s, w, x, y, z, t))
+    events.push(heap, at, priority, g[ORDER], kind, s, w, x, y, z, t)
     g[ORDER] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f):
     """`SourceNode.next_wakeup`; NaN for None."""
     batch, credits, linger, end = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[1]
@@ -140,7 +131,7 @@ def _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f):
     return max(now, t)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _plan(s, at, now, heap, g, src, chan, si, sf, cfg_i, cfg_f):
     """`SimSource.plan`: at NaN means when the node next has something to do."""
     if np.isnan(at):
@@ -154,7 +145,7 @@ def _plan(s, at, now, heap, g, src, chan, si, sf, cfg_i, cfg_f):
     _push(heap, g, at, SEND, K_SEND, s, 0, si[s, TOKEN], 0, 0, 0.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
     """`Simulation._arrive`: queue the buffer (its tuples' finish times known at once), log it, schedule its end."""
     service, free_at, log, fifo, who = pool
@@ -177,7 +168,7 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
     return rows
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows):
     """`SourceNode._send_due`, each buffer put on the wire as `SimSource._wake` and `Simulation.transmit` do."""
     batch, credits, linger, delay = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[2]
@@ -210,7 +201,7 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
     return rows
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i):
     """`SourceNode._route`: route `take` more input tuples into the output buffers."""
     keys, arrival = _part(src[1], src[0], s), _part(src[2], src[0], s)
@@ -238,14 +229,14 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i):
     _append(chosen, begin, arrival, _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _block(s, now, si, sf):
     if not si[s, BLOCKED]:
         si[s, BLOCKED] = 1
         sf[s, BLOCKED_AT] = now
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows):
     """`SourceNode.step`, its buffers put on the wire as they are cut."""
     batch, credits, spout = cfg_i[3], cfg_i[4], cfg_i[5]
@@ -280,7 +271,7 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
     return _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
     """`SimSource.land` and `SourceNode.on_ack` (no feedback): a credit back; step now if it lets a buffer out."""
     batch, credits = cfg_i[3], cfg_i[4]
@@ -297,8 +288,8 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
     due = held[w] >= batch or oldest[w] <= _last_tick(now, cfg_f[0]) or exhausted
     waiting = held[w] > 0 and in_flight[w] == credits - 1 and due
-    busy = channel_state(held, in_flight, credits, batch)[0]
-    if si[s, BLOCKED] or waiting or (exhausted and not busy):
+    # done (nothing held or in flight once the input is exhausted) is asked last: it looks at every channel
+    if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held, in_flight, credits, batch)[0]):
         _plan(s, now, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
 
 
@@ -311,11 +302,11 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
 
 @njit(cache=True)
 def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, report_at):
-    """Run events until none is left (or, after an event, `report_at` tuples are queued): (rows, now, events
-    left)."""
-    delay = cfg_f[2]
-    while len(heap):
-        at, _, _, kind, s, w, x, y, z, t = heapq.heappop(heap)
+    """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap may not
+    have room for the next one: (rows, now)."""
+    delay, margin = cfg_f[2], cfg_i[7]
+    while events.size(heap) and events.room(heap) >= margin:  # room for every push one event can make
+        at, kind, s, w, x, y, z, t = events.pop(heap)
         now = at
         g[PROCESSED] += 1
         if kind == K_SEND:
@@ -324,12 +315,12 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             sf[s, WAKE_AT] = np.inf
             rows = _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
             if g[ERROR]:
-                return rows, now, len(heap)
+                return rows, now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
         elif kind == K_ARRIVE:
             rows = _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows)
             if g[ERROR]:
-                return rows, now, len(heap)
+                return rows, now
         elif kind == K_DONE:
             if delay:
                 _push(heap, g, now + delay, ACK, K_ACK, s, w, 0, 0, 0, 0.0)
@@ -339,4 +330,4 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f)
         if g[QUEUED] >= report_at:
             break
-    return rows, now, len(heap)
+    return rows, now

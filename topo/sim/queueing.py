@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
 def _lindley(w, index, first, at, service, free_at, log, fifo, who):
     """Queue a buffer for worker w arriving at `at`: its tuples are the sender's input positions `index`, in order.
     Fill their log slots from `first` on (who sent which input tuple, and when it arrived); return the last finish."""
