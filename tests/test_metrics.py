@@ -183,3 +183,20 @@ def test_write_outputs(tmp_path):
 def test_the_run_directory_module_declares_the_pinned_contract():
     assert list(rundir.SUMMARY_KEYS) == SUMMARY_KEYS
     assert set(rundir.LATENCY_KEYS) == LATENCY_KEYS and set(rundir.WORKER_KEYS) == WORKER_KEYS
+
+
+def test_queue_max_is_the_most_held_at_any_enqueue_instant():
+    """The one-pass count agrees with counting by binary search at every enqueue time (ties and zero service)."""
+    from topo.results.metrics import WorkerTimeline
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 300, 5000):
+        for rep in range(6):
+            enqueue = np.sort(np.round(rng.random(n) * 100, rep % 3))
+            start, finish, free = np.empty(n), np.empty(n), 0.0
+            for i in range(n):
+                start[i] = max(enqueue[i], free)
+                finish[i] = free = start[i] + (rng.random() * 2 if rep % 2 else 0.0)
+            line = WorkerTimeline.of(enqueue, start, finish)
+            expected = int(line.queue_length(line.enqueue).max()) if n else 0
+            assert line.queue_max() == expected

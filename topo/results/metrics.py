@@ -112,7 +112,9 @@ class WorkerTimeline:
         """Largest number of tuples the worker held at once (reached right after an arrival)."""
         if self.tuples == 0:
             return 0
-        return int(self.queue_length(self.enqueue).max())
+        from topo.results.fifo import queue_max  # compiled: loaded by whoever makes a summary, not by every actor
+
+        return int(queue_max(self.enqueue, self.finish))
 
 
 def timelines(log: TupleLog, workers: int) -> list[WorkerTimeline]:
