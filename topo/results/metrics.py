@@ -112,7 +112,7 @@ class WorkerTimeline:
         """Largest number of tuples the worker held at once (reached right after an arrival)."""
         if self.tuples == 0:
             return 0
-        from topo.results.fifo import queue_max  # compiled: loaded by whoever makes a summary, not by every actor
+        from topo.results.fifo import queue_max
 
         return int(queue_max(self.enqueue, self.finish))
 
@@ -121,11 +121,11 @@ def timelines(log: TupleLog, workers: int) -> list[WorkerTimeline]:
     """Split the log into one timeline per worker id in [0, workers)."""
     if len(log) and (log.worker.min() < 0 or log.worker.max() >= workers):
         raise ValueError(f"worker ids must lie in [0, {workers})")
-    # a 16-bit key lets numpy use its linear-time radix sort
-    key = log.worker.astype(np.int16) if workers < 2**15 else log.worker
-    order = np.argsort(key, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(log.worker, minlength=workers))))
-    enqueue, start, finish = log.enqueue_s[order], log.start_s[order], log.finish_s[order]
+    from topo.results.fifo import split_by_worker  # compiled: loaded by whoever makes a summary, not every actor
+
+    enqueue, start, finish, bounds = split_by_worker(np.ascontiguousarray(log.worker, np.int64), workers,
+                                                     *(np.ascontiguousarray(c, np.float64)
+                                                       for c in (log.enqueue_s, log.start_s, log.finish_s)))
     return [
         WorkerTimeline.of(enqueue[a:b], start[a:b], finish[a:b])
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
