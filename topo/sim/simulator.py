@@ -166,7 +166,7 @@ class Simulation:
             for s in range(every)
         ]
         self.batches: list[tuple] = []  # per buffer: source, worker, batch id, first slot, size, sent, done
-        self.route_s = 0.0
+        self.route_s: float | None = 0.0  # the sources' steps within the loop (None: the compiled loop ran)
         self._next_report = PROGRESS_STEP
         # what an ack carries is measured only if something reads it: a grouping's feedback or the delegation
         self._metered = self.delegation is not None or any(s.node.takes_feedback for s in self.sources)
@@ -276,6 +276,7 @@ class Simulation:
         kernel = fast.kernel_of(self) if compiled else None
         if kernel is not None:
             fast.run(self, kernel, PROGRESS_STEP)
+            self.route_s = None  # the sources' steps run inside the compiled loop, not timed apart
         else:
             for source in self.sources:
                 source.plan(0.0)
