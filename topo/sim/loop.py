@@ -275,9 +275,9 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
 def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
     """`SimSource.land` and `SourceNode.on_ack` (no feedback): a credit back; step now if it lets a buffer out."""
     batch, credits = cfg_i[3], cfg_i[4]
-    held, oldest, in_flight = chan[2][s], chan[3][s], chan[4][s]
+    held, oldest, in_flight = chan[2], chan[3], chan[4]  # indexed [s, w]: no row views, no reference counts
     sizes_in_flight, first_in_flight, count_in_flight = ring
-    in_flight[w] -= 1
+    in_flight[s, w] -= 1
     si[s, ACKS] += 1
     size = 0
     if count_in_flight[s, w]:
@@ -286,10 +286,10 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
         count_in_flight[s, w] -= 1
     si[s, PENDING] -= size
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
-    due = held[w] >= batch or oldest[w] <= _last_tick(now, cfg_f[0]) or exhausted
-    waiting = held[w] > 0 and in_flight[w] == credits - 1 and due
+    due = held[s, w] >= batch or oldest[s, w] <= _last_tick(now, cfg_f[0]) or exhausted
+    waiting = held[s, w] > 0 and in_flight[s, w] == credits - 1 and due
     # done (nothing held or in flight once the input is exhausted) is asked last: it looks at every channel
-    if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held, in_flight, credits, batch)[0]):
+    if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held[s], in_flight[s], credits, batch)[0]):
         _plan(s, now, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
 
 
