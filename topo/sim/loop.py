@@ -4,11 +4,12 @@ When no Python has to see an event (every source routes with a compiled strategy
 delegation, no controller, no scheduled change of the world), a run is a fixed recursion over the model's state:
 sources step on flush ticks, arrivals and acks; buffers queue at their workers (Lindley); acks return credits.
 This module runs exactly the events `simulator.Simulation` runs, in the same (time, priority, order) sequence and
-with the same arithmetic, on the same arrays: each source's `SourceNode` buffers, credits and input, its grouping's
-`State`, the `WorkerPool` log. The helpers it calls are the model's own compiled ones (`topo.model.buffers`,
+with the same arithmetic, on the same state: each source's `SourceNode` buffers, credits and input and its
+grouping's `State` (gathered one row per source, and written back at the end by `topo.sim.compiled`), and the
+`WorkerPool` log itself. The helpers it calls are the model's own compiled ones (`topo.model.buffers`,
 `queueing._lindley`); what `SourceNode` does in Python is written here once more, line for line, and
-`tests/test_sim_loop.py` holds the two to the same logs, batch tables and summaries. It returns to Python only to
-report progress, and the Python side (`topo.sim.compiled`) writes the sources' counters back.
+`tests/test_sim_loop.py` holds the two to the same logs, batch tables and summaries. It returns to Python between
+events only, to report progress or to give its event heap more room.
 """
 
 from __future__ import annotations
