@@ -1,5 +1,5 @@
 # `make run` and `make test` work on a fresh machine: they create .venv when missing, install the project, and
-# compile its numba kernels into numba's on-disk cache once (`python -m topo.warm`, about a minute on 2 cores).
+# compile its numba kernels into numba's on-disk cache once (`python -m topo.warm`, about two minutes on 2 cores).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
