@@ -165,7 +165,8 @@ class Simulation:
             )
             for s in range(every)
         ]
-        self.batches: list[tuple] = []  # per buffer: source, worker, batch id, first slot, size, sent, done
+        # per buffer: source, worker, batch id, first slot, size, sent, done (rows of an array after the compiled loop)
+        self.batches: list[tuple] | np.ndarray = []
         self.route_s: float | None = 0.0  # the sources' steps within the loop (None: the compiled loop ran)
         self._next_report = PROGRESS_STEP
         # what an ack carries is measured only if something reads it: a grouping's feedback or the delegation
