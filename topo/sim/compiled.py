@@ -10,7 +10,9 @@ import numpy as np
 from topo.sim import heap as events
 from topo.sim import loop
 
-MAX_RING_CELLS = 1 << 24  # sources x workers x credits beyond which the Python loop runs (its deques grow as needed)
+# sources x workers x credits beyond which the Python loop runs: the compiled loop keeps a slot per credit, and room
+# in its event heap for a step that spends every credit of a source (the Python loop's deques grow as needed)
+MAX_RING_CELLS = 1 << 20
 
 
 def kernel_of(sim: Any) -> int | None:
@@ -71,7 +73,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     pools = (pool.service_s, pool.free_at, (pool.worker, pool.enqueue_s, pool.start_s, pool.finish_s),
              (pool._after, pool._head, pool._tail), (pool.source, pool.seq, pool.arrival_s))
     rows = np.empty((1024, 7))
-    heap = events.new_heap(2 * (S * margin + S))  # every buffer in flight has one event, every source one wake-up
+    heap = events.new_heap(2 * margin + 4 * S)  # it grows (between events) as buffers in flight need
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
     now = 0.0
     while events.size(heap):
