@@ -70,8 +70,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
                       -1 if spec.max_spout_pending is None else spec.max_spout_pending,
                       int(nodes[0].saturating), margin], np.int64)
     cfg_f = np.array([spec.linger_ms / 1e3, np.nan if spec.duration is None else spec.duration, sim.delay_s])
-    pools = (pool.service_s, pool.free_at, (pool.worker, pool.enqueue_s, pool.start_s, pool.finish_s),
-             (pool._after, pool._head, pool._tail), (pool.source, pool.seq, pool.arrival_s))
+    pools = pool.arrays
     rows = np.empty((1024, 7))
     heap = events.new_heap(2 * margin + 4 * S)  # it grows (between events) as buffers in flight need
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)

@@ -123,12 +123,17 @@ class WorkerPool:
             raise RuntimeError("more tuples queued than the stream holds")
         if not 0 <= w < self.workers:
             raise ValueError(f"the grouping routed a tuple to worker {w}, outside [0, {self.workers})")
-        done = _lindley(w, index, first, at, self.service_s, self.free_at,
-                        (self.worker, self.enqueue_s, self.start_s, self.finish_s),
-                        (self._after, self._head, self._tail),
-                        (source, seqs, arrivals, self.source, self.seq, self.arrival_s))
+        service, free_at, log, fifo, out = self.arrays
+        done = _lindley(w, index, first, at, service, free_at, log, fifo, (source, seqs, arrivals, *out))
         self.size += size
         return first, done
+
+    @property
+    def arrays(self) -> tuple:
+        """What `_lindley` takes of the pool, for compiled callers too: (service, free at, the log's (worker,
+        enqueue, start, finish), the queues' (after, head, tail), the sender's (source, seq, arrival) columns)."""
+        return (self.service_s, self.free_at, (self.worker, self.enqueue_s, self.start_s, self.finish_s),
+                (self._after, self._head, self._tail), (self.source, self.seq, self.arrival_s))
 
     def queue_length(self, workers: np.ndarray, at: float) -> np.ndarray:
         """Tuples waiting or in service on each given worker at time `at` (times must not decrease)."""
