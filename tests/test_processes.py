@@ -33,6 +33,8 @@ def test_sources_and_workers_share_processes_and_stay_exact(ray_session, groupin
     assert [p["workers"] for p in procs] == [[0, 1, 2], [3, 4]]
     assert [sorted(p["sources"]) for p in procs] == [[0, 2], [1]]
     assert len({p["pid"] for p in procs}) == 2 and all(p["peak_rss_mb"] > 0 for p in procs)
+    # frames for a process's own workers are handed over; for the other process's they take the wire, not Ray
+    assert all(p["frames"]["process"] > 0 and p["frames"]["wire"] > 0 and p["frames"]["ray"] == 0 for p in procs)
     # each process's scheduler served its sleeping workers as ideal servers: every batch was served at exactly the
     # configured capacity, and how late each ack left is reported beside it
     served = sum(row["tuples"] for row in summary["per_worker"])
@@ -61,3 +63,6 @@ def test_a_process_killed_mid_run_takes_its_sources_and_workers_and_loses_nothin
     assert summary["ray"]["rewinds"] >= 1
     assert all(f["recovery_s"] is not None and f["how"] == "killed by --chaos" for f in recovery["failures"])
     assert summary["ray"]["incarnations"] == [1, 1, 2, 2]
+    # the restarted process found its peer again: its new sources reached the other process over the wire
+    restarted = next(p for p in recovery["processes"] if p["sources"] == [1, 3])
+    assert restarted["frames"]["wire"] > 0

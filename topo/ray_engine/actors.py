@@ -102,6 +102,7 @@ class Run:
         ray.get(self.topic.put.remote(prefix, self.inputs))  # before any source reads it
         self.control = None
         self.processes = storm_processes(spec, placement, cores)
+        self.process_handles: list = []  # Storm's model: each process's actor, by index
         if self.processes is not None:
             self._storm_processes(spec, self.processes, work, metrics, delegation)
         else:
@@ -127,6 +128,7 @@ class Run:
             handle = self._spawn(Process, {"name": f"{prefix}-{p}", **RESTART}, members, self.host_sources[p], spec,
                                  self.aggregator.name, self.prefix, work, self.core_share, self.workers, metrics,
                                  delegation)
+            self.process_handles.append(handle)
             for i in self.host_sources[p]:
                 self.sources[i] = SourceRef(handle, p, i, f"{prefix}-{p}")
 
@@ -172,6 +174,9 @@ class Run:
             raise SpecError(f"the Ray cluster could not start all {len(self.workers)} workers and "
                             f"{len(self.sources)} sources within {START_TIMEOUT_S:g} s (resources, --placement?)")
         ray.get(checks)
+        if len(self.process_handles) > 1:  # Storm's processes connect to their peers past Ray
+            addresses = dict(enumerate(ray.get([p.wire_address.remote() for p in self.process_handles])))
+            ray.get([p.connect_wires.remote(addresses) for p in self.process_handles])
 
     def kill(self, action: str, target: int | None) -> dict:
         """Kill an actor's process for real (SIGKILL); Ray restarts it."""

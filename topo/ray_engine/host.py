@@ -32,6 +32,8 @@ from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal, Named
 from topo.ray_engine.protocol import Frame, Handover
 from topo.ray_engine.scheduler import Scheduler
+from topo.ray_engine.wire import Wire
+from topo.ray_engine.wire import available as wire_available
 from topo.ray_engine.worker import DEFAULT_FLUSH_S, FROM_REGISTRY, Worker
 from topo.spec import TopologySpec
 
@@ -268,14 +270,31 @@ class Process(WorkerHost):
         from topo.ray_engine.source import Source
 
         super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation)
+        # frames and acks between this process and its peers on the node, past Ray (`wire.Wire`)
+        self.wire = Wire(ray.get_runtime_context().get_node_id(), self.accept, self.poll) if wire_available() else None
         self.sources = {i: Source(i, spec, worker_refs, Named(aggregator), run, metrics) for i in sources}
+        self.place = worker_refs[workers[0]].host_index if workers else None  # this process's index in the run
         if workers:  # its sources hand frames for this process's workers over without Ray
             for source in self.sources.values():
-                source.local = (self, worker_refs[workers[0]].host_index)
+                source.local = (self, self.place)
         # a source's run, and up to three calls to it at once (statistics, install, progress), as a lone source
         # actor allowed
         self._pool = ThreadPoolExecutor(max_workers=4 * max(1, len(self.sources)), thread_name_prefix="source")
         quiet_gc()  # the sources' inputs too
+
+    async def wire_address(self) -> tuple[str, str] | None:
+        """Where a peer process of this node reaches this one past Ray (None: only through Ray). A peer asks before
+        its first frame, so the event loop that delays frames (`--net-delay-ms`) is known by then."""
+        self.loop = asyncio.get_running_loop()
+        return None if self.wire is None else self.wire.address
+
+    async def connect_wires(self, addresses: dict[int, tuple[str, str] | None]) -> int:
+        """Connect to the peer processes at `addresses` (process index -> `wire_address`); how many it reached."""
+        self.loop = asyncio.get_running_loop()
+        if self.wire is None:
+            return 0
+        return sum(self.wire.connect(h, address) for h, address in addresses.items()
+                   if address is not None and h != self.place)
 
     async def call_source(self, source: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted source on the process's thread pool (its run lasts the whole run)."""

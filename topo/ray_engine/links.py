@@ -1,7 +1,9 @@
 """A source's links to the worker processes, as a part of the source (`source.Source` mixes it in).
 
 Buffers go out as one frame per worker process and step; acks come back through one long poll per process that
-answers with every ack of this source's buffers served so far. Both ends are Ray calls between processes. In
+answers with every ack of this source's buffers served so far. Between the processes of Storm's model on one node
+both go over the wire (`wire.Wire`); otherwise (a lone source actor, another node, a peer that died and has not
+told its new address yet) they are Ray calls. In
 Storm's process model a source and some workers share a process: then the buffers are handed to that process
 as they are (`protocol.Handover`), with no Ray call, no serialization and no event loop in between, and everything
 else (credits, acks, replay) stays the same. In sleep mode the process's scheduler drives the source's loop
@@ -20,6 +22,7 @@ from ray.exceptions import RayActorError
 
 from topo.ray_engine.protocol import Handover, pack_frame
 from topo.ray_engine.recovery import FAILED, PENDING
+from topo.ray_engine.wire import WireLost
 
 FIRST = concurrent.futures.FIRST_COMPLETED
 
@@ -42,8 +45,15 @@ class Links:
         for h, group in frames.items():
             if self.local is not None and self.local[1] == h:
                 self.local[0].accept(Handover(self.index, group), now)  # in-process: no Ray call, nothing packed
+                self.count.frames["process"] += 1
             else:
-                self._hosts[h].host.process.remote(pack_frame(self.index, group), now)  # a failure shows on the poll
+                frame = pack_frame(self.index, group)
+                wire = self._wire()
+                if wire is not None and wire.send_frame(h, frame, now, self._resolver(h)):
+                    self.count.frames["wire"] += 1
+                else:
+                    self._hosts[h].host.process.remote(frame, now)  # a failure shows on the poll
+                    self.count.frames["ray"] += 1
             waiting = self._pending.setdefault(h, {})
             for entry in group:
                 entry.state, entry.sent_s = PENDING, now
@@ -59,11 +69,22 @@ class Links:
         if self.local is not None and self.local[1] == h:
             poll = self.local[0].poll(self.index, self.epoch)  # in-process: a future the workers complete
         else:
-            poll = self._hosts[h].host.acks.remote(self.index, self.epoch).future()
+            wire = self._wire()
+            poll = None if wire is None else wire.poll(h, self.index, self.epoch, self._resolver(h))
+            if poll is None:
+                poll = self._hosts[h].host.acks.remote(self.index, self.epoch).future()
             if self.driver is not None:
                 poll.add_done_callback(self._poke)  # the scheduler that drives this source takes it in a pass
         poll.add_done_callback(_landed)
         return poll
+
+    def _wire(self):
+        """The wire of this source's process to its peers on the node (`wire.Wire`), or None: Ray carries all."""
+        return getattr(self.local[0], "wire", None) if self.local is not None else None
+
+    def _resolver(self, h: int):
+        """How the wire learns process h's address again after h died: a Ray call, answered once h is back."""
+        return lambda: self._hosts[h].host.wire_address.remote().future()
 
     def _poke(self, _poll: concurrent.futures.Future) -> None:
         driver = self.driver
@@ -101,7 +122,7 @@ class Links:
         waiting = self._pending.get(h, {})
         try:
             acks = poll.result()
-        except RayActorError:
+        except (RayActorError, WireLost):
             # the process died: every buffer it owed an ack may be lost
             for entry in waiting.values():
                 entry.state = FAILED

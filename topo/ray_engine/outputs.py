@@ -163,7 +163,12 @@ def processes(got: Collected) -> list[dict]:
         return entry
 
     for report in got.sources:
-        row(report["pid"], report["peak_rss_mb"])["sources"].append(report["index"])
+        entry = row(report["pid"], report["peak_rss_mb"])
+        entry["sources"].append(report["index"])
+        # how its sources' frames went: within the process, over the wire to a peer process, through Ray
+        frames = entry.setdefault("frames", dict.fromkeys(report["counters"]["frames"], 0))
+        for how, count in report["counters"]["frames"].items():
+            frames[how] += count
     for w, report in enumerate(got.workers):
         row(report["pid"], report["peak_rss_mb"])["workers"].append(w)
     return sorted(rows.values(), key=lambda r: (r["workers"][:1] or [-1], r["sources"][:1] or [-1]))

@@ -83,6 +83,8 @@ class Counters:
     rewinds: int = 0  # after the aggregator restarted
     lost_flushes: int = 0  # acked batches found uncommitted after a flush (the aggregator refused it)
     signals: dict = field(default_factory=lambda: {"increase": 0, "decrease": 0})
+    # frames sent, by how: handed over within the process, over the wire to a peer process, through Ray
+    frames: dict = field(default_factory=lambda: {"process": 0, "wire": 0, "ray": 0})
 
 
 class Source(Links, Recovery, Mortal):
