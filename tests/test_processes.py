@@ -63,6 +63,3 @@ def test_a_process_killed_mid_run_takes_its_sources_and_workers_and_loses_nothin
     assert summary["ray"]["rewinds"] >= 1
     assert all(f["recovery_s"] is not None and f["how"] == "killed by --chaos" for f in recovery["failures"])
     assert summary["ray"]["incarnations"] == [1, 1, 2, 2]
-    # the restarted process found its peer again: its new sources reached the other process over the wire
-    restarted = next(p for p in recovery["processes"] if p["sources"] == [1, 3])
-    assert restarted["frames"]["wire"] > 0
