@@ -143,7 +143,7 @@ def time_duckdb(run_dir: Path) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Build (or take) a run directory and time the three ways of analyzing it."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--rows", type=int, default=10_000_000, help="latency records of the synthetic run")
     p.add_argument("--workers", type=int, default=8, help="workers of the synthetic run")
     p.add_argument("--run-dir", type=Path, default=None, help="time this run directory instead of a synthetic one")

@@ -70,7 +70,7 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--topology", action="append", default=None, metavar="SxW",
                    help="sources x workers, repeatable (default: 2x10 with Fig. 8's capacities, 8x24 and 8x64)")
     p.add_argument("--processes", type=int, action="append", default=None, metavar="N",

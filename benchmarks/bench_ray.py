@@ -93,7 +93,7 @@ def whole_process(engine: str, messages: int, grouping: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Time the Ray engine, the simulator and bare Ray calls on the same topology."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--messages", type=int, default=2_000_000, help="messages in the Zipf stream (default 2M)")
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys (default 100k)")
     p.add_argument("--z", type=float, default=1.2, help="Zipf exponent (default 1.2)")

@@ -61,7 +61,7 @@ def python_rate(name: str, workers: int, keys: np.ndarray, batch: int) -> float:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages for the compiled kernels")
     parser.add_argument("--python-messages", type=int, default=50_000, help="messages for the Python versions")
     parser.add_argument("--workers", default="10,100", help="comma-separated worker counts")

@@ -59,10 +59,13 @@ def line(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark cases (the whole table by default) and print one line each."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--messages", type=int, help="messages in the stream (default: the whole table)")
-    p.add_argument("--workers", type=int, action="append", help="workers, repeatable (default: the whole table)")
-    p.add_argument("--grouping", action="append", help="grouping, repeatable (default: the whole table)")
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    p.add_argument("--messages", type=int,
+                   help="messages in the stream (default: the whole table; 1,000,000 when another option is given)")
+    p.add_argument("--workers", type=int, action="append",
+                   help="workers, repeatable (default: the whole table; 100 when another option is given)")
+    p.add_argument("--grouping", action="append",
+                   help="grouping, repeatable (default: the whole table; kg when another option is given)")
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys of the Zipf stream (default 100,000)")
     p.add_argument("--z", type=float, default=1.2, help="Zipf exponent of the stream (default 1.2)")
     args = p.parse_args(argv)
