@@ -53,6 +53,9 @@ class Operator(ABC):
     """A worker-side computation with mergeable partial state (one instance serves every worker)."""
 
     name: str = ""
+    # whether a worker's state has an entry for every key it was sent (then its distinct keys are the routing's key
+    # copies, and a run counts them from the states instead of a second pass over the tuples)
+    holds_every_key: bool = False
 
     @abstractmethod
     def empty(self) -> State:

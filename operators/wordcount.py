@@ -83,6 +83,7 @@ class WordCount(Operator):
     """Counts tuples per key; partial counts of a key on several workers add up when merged."""
 
     name = "wordcount"
+    holds_every_key = True  # a count per key sent
 
     def empty(self) -> WordCountState:
         """A state with no counts."""

@@ -114,3 +114,20 @@ def test_group_by_worker_checks_its_input() -> None:
         group_by_worker(np.array([0]), 0)
     with pytest.raises(ValueError, match="entries for"):
         WordCount().from_grouped(np.array([1, 2], dtype=np.uint64), np.array([0]), 1)
+
+
+@pytest.mark.parametrize("name", ["wordcount", "topk", "naivebayes"])
+def test_key_copies_are_the_routings_whichever_way_they_are_counted(name):
+    # an operator that holds every key it was sent counts key copies from its states; any other from the tuples:
+    # both must give the routing's own counts (a worker that got nothing holds no key)
+    from topo.results.outcome import distinct_keys_per_worker, operator_outcome
+
+    rng = np.random.default_rng(3)
+    keys = rng.zipf(1.3, 20_000).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    worker = rng.integers(0, 6, keys.size)
+    worker[worker == 4] = 5  # worker 4 gets nothing
+    values = rng.integers(0, 3, keys.size) if name == "naivebayes" else None
+    per_worker, total, exact = operator_outcome(name, keys, worker, 7, values)
+    assert (per_worker, total) == distinct_keys_per_worker(keys, worker, 7)
+    assert per_worker[4] == per_worker[6] == 0 and exact
+    assert operator_outcome(name, keys[:0], worker[:0], 3, None if values is None else values[:0])[:2] == ([0] * 3, 0)

@@ -26,10 +26,14 @@ def operator_outcome(
     """Distinct keys each worker saw, distinct keys in all, and whether the merged operator state is exact.
 
     Key counts come from the routing itself (the papers' memory cost: key copies held), not from the operator's
-    state, which may keep fewer (a top-k summary holds a bounded number of keys).
+    state, which may keep fewer (a top-k summary holds a bounded number of keys); an operator whose state holds
+    every key it was sent (word count) gives the same counts from its states.
     """
     op = operators.make(name, **(params or {}))
-    exact = op.equal(op.merge(op.from_grouped(key_hash, worker, workers, values)), op.exact(key_hash, values))
+    states, whole = op.from_grouped(key_hash, worker, workers, values), op.exact(key_hash, values)
+    exact = op.equal(op.merge(states), whole)
+    if op.holds_every_key:  # the states' keys are the routing's key copies (a 10M-tuple pass saved, 0.5 s)
+        return [op.distinct_keys(state) for state in states], op.distinct_keys(whole), bool(exact)
     per_worker, total = distinct_keys_per_worker(key_hash, worker, workers)
     return per_worker, total, bool(exact)
 
