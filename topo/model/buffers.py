@@ -47,26 +47,22 @@ def _cut(w, n, arrival, after, head, tail, held, oldest, out):
 
 
 @numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
-def _cut_due(tick, full_only, exhausted, batch_size, credits, arrival, after, head, tail, held, oldest, in_flight,
-             max_in_flight):
-    """Cut every buffer that is due (full, or unless `full_only` its oldest tuple saw `tick`) and has a credit,
-    channel by channel, as long as each stays due: (workers, sizes, positions) of the buffers cut, in that order."""
-    # sized for every tuple of the channels due now (a cut may make a channel due again, never one that was not)
-    total = 0
-    for w in range(held.size):
-        if held[w] > 0 and in_flight[w] < credits and (
-            held[w] >= batch_size or (not full_only and (oldest[w] <= tick or exhausted))
-        ):
-            total += held[w]
-    positions = np.empty(total, np.int64)
-    workers = np.empty(total, np.int64)
-    sizes = np.empty(total, np.int64)
+def _due(w, tick, full_only, exhausted, batch_size, credits, held, oldest, in_flight):
+    # channel w has a buffer to cut now: full, or unless `full_only` its oldest tuple saw `tick`, and a credit
+    return held[w] > 0 and in_flight[w] < credits and (
+        held[w] >= batch_size or (not full_only and (oldest[w] <= tick or exhausted)))
+
+
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
+def _cut_due_into(tick, full_only, exhausted, batch_size, credits, arrival, after, head, tail, held, oldest, in_flight,
+                  max_in_flight, workers, sizes, positions):
+    """Cut every buffer that is due and has a credit, channel by channel, as long as each stays due, into `workers`,
+    `sizes` and `positions` (room for them given): (buffers cut, positions used). Allocates nothing, so a compiled
+    caller without reference counting can take it."""
     n = 0
     used = 0
     for w in range(held.size):
-        while held[w] > 0 and in_flight[w] < credits and (
-            held[w] >= batch_size or (not full_only and (oldest[w] <= tick or exhausted))
-        ):
+        while _due(w, tick, full_only, exhausted, batch_size, credits, held, oldest, in_flight):
             k = min(batch_size, held[w])
             _cut(w, k, arrival, after, head, tail, held, oldest, positions[used : used + k])
             in_flight[w] += 1
@@ -75,6 +71,23 @@ def _cut_due(tick, full_only, exhausted, batch_size, credits, arrival, after, he
             sizes[n] = k
             n += 1
             used += k
+    return n, used
+
+
+@numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
+def _cut_due(tick, full_only, exhausted, batch_size, credits, arrival, after, head, tail, held, oldest, in_flight,
+             max_in_flight):
+    """`_cut_due_into` arrays of their own: (workers, sizes, positions) of the buffers cut, in that order."""
+    # sized for every tuple of the channels due now (a cut may make a channel due again, never one that was not)
+    total = 0
+    for w in range(held.size):
+        if _due(w, tick, full_only, exhausted, batch_size, credits, held, oldest, in_flight):
+            total += held[w]
+    positions = np.empty(total, np.int64)
+    workers = np.empty(total, np.int64)
+    sizes = np.empty(total, np.int64)
+    n, used = _cut_due_into(tick, full_only, exhausted, batch_size, credits, arrival, after, head, tail, held, oldest,
+                            in_flight, max_in_flight, workers, sizes, positions)
     return workers[:n], sizes[:n], positions[:used]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from topo.sim import heap as events
 from topo.sim import loop
+from topo.sim.pairwise import new_stack
 
 # sources x workers x credits beyond which the Python loop runs: the compiled loop keeps a slot per credit, and room
 # in its event heap for a step that spends every credit of a source (the Python loop's deques grow as needed)
@@ -71,16 +72,22 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
                       int(nodes[0].saturating), margin], np.int64)
     cfg_f = np.array([spec.linger_ms / 1e3, np.nan if spec.duration is None else spec.duration, sim.delay_s])
     pools = pool.arrays
-    rows = np.empty((1024, 7))
+    rows = np.empty((max(1024, 2 * margin), 7))
+    # the loop allocates nothing (`loop.run_events`): room for one routing call and one source's cut
+    batch = spec.batch_size
+    scratch = (np.empty(batch, np.int32), np.empty(batch), np.empty(2 * W, np.int64), np.empty(2 * W, np.int64),
+               np.empty(2 * W * batch, np.int64), new_stack())
     heap = events.new_heap(2 * margin + 4 * S)  # it grows (between events) as buffers in flight need
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
     now = 0.0
     while events.size(heap):
         if events.room(heap) < margin:
             heap = events.grown(heap)
+        if len(rows) - g[loop.ROWS] < margin:
+            rows = np.concatenate([rows, np.empty((len(rows), 7))])
         queued = pool.size
         rows, now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
-                                    rows, queued + report_every)
+                                    rows, scratch, queued + report_every)
         pool.size = int(g[loop.QUEUED])
         if g[loop.ERROR]:
             _raise(int(g[loop.ERROR]), int(g[loop.ERROR_AT]), W)

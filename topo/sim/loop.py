@@ -9,7 +9,11 @@ grouping's `State` (gathered one row per source, and written back at the end by 
 `WorkerPool` log itself. The helpers it calls are the model's own compiled ones (`topo.model.buffers`,
 `queueing._lindley`); what `SourceNode` does in Python is written here once more, line for line, and
 `tests/test_sim_loop.py` holds the two to the same logs, batch tables and summaries. It returns to Python between
-events only, to report progress or to give its event heap more room.
+events only, to report progress or to give its event heap and batch rows more room.
+
+`run_events` is compiled without numba's reference counting (`_nrt=False`), so it allocates nothing: it routes,
+cuts and sums into scratch arrays it is given. With counting, every array that reached an inlined helper was
+counted up and down again with an atomic instruction, which perf put at about 40% of the loop's time.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ import groupings
 from groupings.compiled.kernels import route_with
 from groupings.compiled.state import State, Summary
 from groupings.jit import forget_caches_of_another_layout
-from topo.model.buffers import _append, _cut_due, channel_state
+from topo.model.buffers import _append, _cut_due_into, channel_state
 from topo.sim import heap as events
 from topo.sim.events import ACK, ARRIVE, DONE, SEND
-from topo.sim.pairwise import pairwise_sum
+from topo.sim.pairwise import pairwise_sum_with
 from topo.sim.queueing import _lindley
 
 # the functions here hold compiled copies of the kernels and model helpers they call: cached with their modules' stamp
@@ -45,6 +49,9 @@ E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), and the most
 # events one event may push (a step's buffers and its next wake-up)
 # cfg_f: linger (s), end (s; NaN: none), delay (s)
+# scratch = (chosen, lag, workers, sizes, positions, the lag sum's stack): room for one routing call (batch size)
+# and one cut of every due buffer of a source (a channel holds fewer than two batches, so at most two buffers and
+# 2 x batch tuples each)
 # Per source: `src` = (offsets, keys, arrival, after, seqs, wire) holds every source's input arrays one after
 # another (source s's at offsets[s]:offsets[s + 1]); `chan` = (head, tail, held, oldest, in_flight, max_in_flight)
 # one row per source; `stack` = the sources' grouping states, each field one row per source.
@@ -157,11 +164,7 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
     done = _lindley(w, index, first, now, service, free_at, log, fifo,
                     (s, _part(src[4], src[0], s), _part(src[2], src[0], s), who[0], who[1], who[2]))
     g[QUEUED] += size
-    n = g[ROWS]
-    if n == rows.shape[0]:
-        grown = np.empty((2 * n + 64, 7))
-        grown[:n] = rows[:n]
-        rows = grown
+    n = g[ROWS]  # (run_events stops while rows has less room than one event may fill)
     rows[n, 0], rows[n, 1], rows[n, 2], rows[n, 3] = s, w, batch_id, first
     rows[n, 4], rows[n, 5], rows[n, 6] = size, sent, done
     g[ROWS] = n + 1
@@ -170,18 +173,19 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
 
 
 @njit(cache=True, inline="always")
-def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows):
+def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch):
     """`SourceNode._send_due`, each buffer put on the wire as `SimSource._wake` and `Simulation.transmit` do."""
     batch, credits, linger, delay = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[2]
     head, tail, held, oldest, in_flight, max_in_flight = chan
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
-    workers, sizes, positions = _cut_due(_last_tick(now, linger), full_only, exhausted, batch, credits,
-                                         _part(src[2], src[0], s), _part(src[3], src[0], s), head[s], tail[s],
-                                         held[s], oldest[s], in_flight[s], max_in_flight[s])
+    workers, sizes, positions = scratch[2], scratch[3], scratch[4]
+    cut, _ = _cut_due_into(_last_tick(now, linger), full_only, exhausted, batch, credits, _part(src[2], src[0], s),
+                           _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], in_flight[s],
+                           max_in_flight[s], workers, sizes, positions)
     sizes_in_flight, first_in_flight, count_in_flight = ring
     wire = _part(src[5], src[0], s)
     start = 0
-    for i in range(workers.size):
+    for i in range(cut):
         w, size = workers[i], sizes[i]
         r = sizes_in_flight.shape[2]
         sizes_in_flight[s, w, (first_in_flight[s, w] + count_in_flight[s, w]) % r] = size
@@ -191,7 +195,8 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
         index = positions[start : start + size]
         if delay:
             at = si[s, WIRED]
-            wire[at : at + size] = index
+            for k in range(size):
+                wire[at + k] = index[k]
             si[s, WIRED] = at + size
             _push(heap, g, now + delay, ARRIVE, K_ARRIVE, s, w, at, size, batch_id, now)
         else:
@@ -203,23 +208,30 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
 
 
 @njit(cache=True, inline="always")
-def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i):
+def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch):
     """`SourceNode._route`: route `take` more input tuples into the output buffers."""
     keys, arrival = _part(src[1], src[0], s), _part(src[2], src[0], s)
     begin = si[s, ROUTED]
     stop = begin + take
     if cfg_i[6]:
-        arrival[begin:stop] = now
+        for i in range(begin, stop):
+            arrival[i] = now
     else:
-        lag = now - arrival[begin:stop]  # a source that falls behind its input shows here
-        sf[s, LAG_MAX] = max(sf[s, LAG_MAX], lag.max())
-        sf[s, LAG_SUM] += pairwise_sum(lag)
-    chosen = np.empty(take, np.int32)
+        lag = scratch[1][:take]  # a source that falls behind its input shows here
+        most = -np.inf
+        for i in range(take):
+            lag[i] = now - arrival[begin + i]
+            most = max(most, lag[i])
+        sf[s, LAG_MAX] = max(sf[s, LAG_MAX], most)
+        sf[s, LAG_SUM] += pairwise_sum_with(lag, scratch[5])
+    chosen = scratch[0][:take]
     if take:
         route_with(kernel, keys[begin:stop], chosen, _state(stack, s))
     si[s, ROUTE_CALLS] += 1
     if take:
-        low, high = chosen.min(), chosen.max()
+        low = high = chosen[0]
+        for i in range(1, take):
+            low, high = min(low, chosen[i]), max(high, chosen[i])
         if low < 0 or high >= cfg_i[1] or high >= cfg_i[2]:
             g[ERROR], g[ERROR_AT] = E_ROUTED, low if low < 0 else high
             return
@@ -238,12 +250,12 @@ def _block(s, now, si, sf):
 
 
 @njit(cache=True, inline="always")
-def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows):
+def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch):
     """`SourceNode.step`, its buffers put on the wire as they are cut."""
     batch, credits, spout = cfg_i[3], cfg_i[4], cfg_i[5]
     sf[s, CLOCK] = max(sf[s, CLOCK], now)
     while True:
-        rows = _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
+        rows = _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
         if g[ERROR]:
             return rows
         if channel_state(chan[2][s], chan[4][s], credits, batch)[3]:
@@ -266,10 +278,10 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
             break
         if spout >= 0:
             take = min(take, spout - si[s, PENDING])
-        _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i)
+        _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch)
         if g[ERROR]:
             return rows
-    return _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
+    return _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
 
 
 @njit(cache=True, inline="always")
@@ -301,12 +313,13 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
         _plan(s, 0.0, 0.0, heap, g, src, chan, si, sf, cfg_i, cfg_f)
 
 
-@njit(cache=True)
-def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, report_at):
-    """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap may not
-    have room for the next one: (rows, now)."""
+@njit(cache=True, _nrt=False)  # no reference counting: nothing here allocates, and every array outlives the call
+def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, report_at):
+    """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap or the
+    batch rows may not have room for the next one: (rows, now)."""
     delay, margin = cfg_f[2], cfg_i[7]
-    while events.size(heap) and events.room(heap) >= margin:  # room for every push one event can make
+    # room for every push, and every batch row, one event can make
+    while events.size(heap) and events.room(heap) >= margin and rows.shape[0] - g[ROWS] >= margin:
         at, kind, s, w, x, y, z, t = events.pop(heap)
         now = at
         g[PROCESSED] += 1
@@ -314,7 +327,7 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             if x != si[s, TOKEN]:
                 continue  # replaced by an earlier wake-up
             sf[s, WAKE_AT] = np.inf
-            rows = _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows)
+            rows = _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
             if g[ERROR]:
                 return rows, now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)

@@ -39,13 +39,26 @@ def _block_sum(a, lo, n):
 @njit(cache=True)
 def pairwise_sum(a):
     """numpy's float64 sum of `a`, bit for bit: halves (cut at a multiple of 8) summed apart down to blocks of
-    128. Its recursion walked with a stack of its own (numba cannot cache a recursive function)."""
-    los, ns, stage, left = np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64, np.int64), np.empty(64)
+    128."""
+    return pairwise_sum_with(a, new_stack())
+
+
+@njit(cache=True)
+def new_stack():
+    """Room for `pairwise_sum_with`'s recursion (64 levels: halving stops at 128 elements)."""
+    return np.empty((4, 64))
+
+
+@njit(cache=True, inline="always")
+def pairwise_sum_with(a, stack):
+    """`pairwise_sum`, its recursion walked with `stack` (`new_stack`; numba cannot cache a recursive function),
+    so that compiled code without reference counting, which cannot allocate, can sum too."""
+    los, ns, stage, left = stack[0], stack[1], stack[2], stack[3]
     los[0], ns[0], stage[0] = 0, a.size, 0
     depth, value = 1, 0.0
     while depth:
         top = depth - 1
-        lo, n = los[top], ns[top]
+        lo, n = int(los[top]), int(ns[top])
         if n <= 128:
             value = _block_sum(a, lo, n)  # returned to the frame below
             depth -= 1
