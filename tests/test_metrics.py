@@ -200,3 +200,34 @@ def test_queue_max_is_the_most_held_at_any_enqueue_instant():
             line = WorkerTimeline.of(enqueue, start, finish)
             expected = int(line.queue_length(line.enqueue).max()) if n else 0
             assert line.queue_max() == expected
+
+
+def test_timelines_sample_every_worker_as_one_worker_alone_would():
+    """The packed timelines and their one-pass sampling give each worker what its own timeline gives: sorted
+    columns, busy time, queue length, utilization and tuples done, also for unsorted logs and idle workers."""
+    from topo.results.metrics import TupleLog, WorkerTimeline, timelines
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    worker = rng.integers(0, 6, n).astype(np.int32)
+    worker[worker == 2] = 3  # worker 2 idle
+    enqueue = rng.random(n) * 5
+    start = enqueue + rng.random(n)
+    finish = start + rng.random(n) * 0.05
+    log = TupleLog(np.arange(n), np.zeros(n, np.int32), worker, enqueue - 0.1, enqueue, start, finish)
+    lines = timelines(log, 7)
+    ts = timeseries(log, 7, 0.25, worker_timelines=lines).to_pydict()
+    t = np.unique(ts["t_s"])
+    for w, line in enumerate(lines):
+        mine = worker == w
+        alone = WorkerTimeline.of(enqueue[mine], start[mine], finish[mine])
+        for name in ("enqueue", "start", "finish", "busy_before"):
+            assert np.array_equal(getattr(line, name), getattr(alone, name))
+        rows = np.asarray(ts["worker"]) == w
+        assert np.array_equal(np.asarray(ts["queue_len"])[rows], alone.queue_length(t))
+        assert np.array_equal(np.asarray(ts["processed"])[rows], alone.processed(t))
+        busy = alone.busy_until(np.concatenate(([log.arrival_s.min()], t)))
+        assert np.array_equal(np.asarray(ts["utilization"])[rows], np.diff(busy) / 0.25)
+    assert lines[2].tuples == 0 and not any(np.asarray(ts["processed"])[np.asarray(ts["worker"]) == 2])
+    # timelines made one by one sample the same
+    assert timeseries(log, 7, 0.25, worker_timelines=list(lines)).equals(timeseries(log, 7, 0.25))

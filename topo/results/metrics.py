@@ -101,12 +101,9 @@ class WorkerTimeline:
 
     def busy_until(self, t: np.ndarray) -> np.ndarray:
         """Cumulative busy time up to each time in t."""
-        done = self.processed(t)
-        # FIFO single server: the tuple after the finished ones is the only one that can be in service
-        current = np.minimum(done, max(self.tuples - 1, 0))
-        in_service = np.zeros(len(t)) if self.tuples == 0 else np.clip(t - self.start[current], 0.0, None)
-        in_service = np.where(done < self.tuples, in_service, 0.0)
-        return self.busy_before[done] + in_service
+        from topo.results.fifo import busy_until
+
+        return busy_until(self.start, self.finish, self.busy_before, np.ascontiguousarray(t, np.float64))
 
     def queue_max(self) -> int:
         """Largest number of tuples the worker held at once (reached right after an arrival)."""
@@ -117,19 +114,35 @@ class WorkerTimeline:
         return int(queue_max(self.enqueue, self.finish))
 
 
-def timelines(log: TupleLog, workers: int) -> list[WorkerTimeline]:
+class Timelines(list):
+    """One timeline per worker, views into `packed` = `fifo.timelines_of`'s arrays, which the time series samples
+    in one compiled pass."""
+
+    packed: tuple
+
+
+def timelines(log: TupleLog, workers: int) -> Timelines:
     """Split the log into one timeline per worker id in [0, workers)."""
     if len(log) and (log.worker.min() < 0 or log.worker.max() >= workers):
         raise ValueError(f"worker ids must lie in [0, {workers})")
-    from topo.results.fifo import split_by_worker  # compiled: loaded by whoever makes a summary, not every actor
+    from topo.results.fifo import timelines_of  # compiled: loaded by whoever makes a summary, not every actor
 
-    enqueue, start, finish, bounds = split_by_worker(np.ascontiguousarray(log.worker, np.int64), workers,
-                                                     *(np.ascontiguousarray(c, np.float64)
-                                                       for c in (log.enqueue_s, log.start_s, log.finish_s)))
-    return [
-        WorkerTimeline.of(enqueue[a:b], start[a:b], finish[a:b])
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-    ]
+    packed = timelines_of(np.ascontiguousarray(log.worker, np.int64), workers,
+                          *(np.ascontiguousarray(c, np.float64) for c in (log.enqueue_s, log.start_s, log.finish_s)))
+    enqueue, start, finish, busy, bounds = packed
+    lines = Timelines(WorkerTimeline(enqueue[a:b], start[a:b], finish[a:b], busy[a + w : b + w + 1])
+                      for w, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)))
+    lines.packed = packed
+    return lines
+
+
+def _packed(lines: Sequence[WorkerTimeline]) -> tuple:
+    """`timelines_of`'s arrays for timelines made one by one."""
+    bounds = np.zeros(len(lines) + 1, np.int64)
+    np.cumsum([line.tuples for line in lines], out=bounds[1:])
+    joined = [np.concatenate([np.empty(0), *(getattr(line, name) for line in lines)])
+              for name in ("enqueue", "start", "finish", "busy_before")]
+    return (*joined, bounds)
 
 
 def imbalance(tuples: Sequence[float], capacities: Sequence[float]) -> float:
@@ -262,7 +275,7 @@ def timeseries(
     worker_timelines: Sequence[WorkerTimeline] | None = None,
 ) -> pa.Table:
     """Per-worker queue length, utilization over the last interval and tuples processed, sampled in time."""
-    lines = list(worker_timelines) if worker_timelines is not None else timelines(log, workers)
+    lines = worker_timelines if worker_timelines is not None else timelines(log, workers)
     if len(log) == 0:
         return _timeseries_table(np.empty(0), np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0), [])
     first, last = float(log.arrival_s.min()), float(log.finish_s.max())
@@ -274,13 +287,11 @@ def timeseries(
     steps = max(1, math.ceil(span / interval_s - 1e-9))
     # each sample closes an interval, so the last one covers the last finish
     t = first + interval_s * np.arange(1, steps + 1)
-    queue, util, done = [], [], []
-    for line in lines:
-        queue.append(line.queue_length(t))
-        busy = line.busy_until(np.concatenate(([first], t)))
-        util.append(np.diff(busy) / interval_s)
-        done.append(line.processed(t))
-    return _timeseries_table(t, np.arange(workers, dtype=np.int32), np.array(queue), np.array(util), done)
+    from topo.results.fifo import sample
+
+    packed = getattr(lines, "packed", None) or _packed(lines)
+    queue, util, done = sample(*packed, t, first, float(interval_s))
+    return _timeseries_table(t, np.arange(workers, dtype=np.int32), queue, util, done)
 
 
 def _timeseries_table(t, worker_ids, queue, util, done) -> pa.Table:
