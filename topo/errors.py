@@ -31,3 +31,19 @@ def stderr_to(path: str) -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(fd)
+
+
+def mute_native_stderr() -> None:
+    """From now on, what native code writes to file descriptor 2 goes nowhere, while Python's `sys.stderr` keeps
+    writing where it did: a Ray client that failed to connect leaves gRPC threads that log their own shutdown at
+    exit, after the one line that says what was wrong. Only for the process's own stderr (not a test's capture)."""
+    try:
+        if sys.stderr.fileno() != 2:
+            return
+    except (AttributeError, OSError, ValueError):
+        return
+    sys.stderr.flush()
+    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors=sys.stderr.errors)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 2)
+    os.close(quiet)

@@ -15,7 +15,7 @@ import threading
 
 import ray
 
-from topo.errors import stderr_to
+from topo.errors import mute_native_stderr, stderr_to
 from topo.spec import SpecError
 
 QUIET = {"logging_level": logging.ERROR, "log_to_driver": False}
@@ -62,6 +62,7 @@ def _gcs_silent(target: str, timeout_s: float) -> str | None:
         with stderr_to(os.devnull):  # Ray's own client logs every failed try itself
             InnerGcsClient.standalone(target, None, int(timeout_s * 1000))
     except Exception as exc:  # whatever the RPC layer raises, the answer is no
+        mute_native_stderr()  # its threads log their shutdown at exit
         return _first_line(exc)
     return None
 
