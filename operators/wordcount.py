@@ -128,12 +128,11 @@ class WordCount(Operator):
         key_hash = as_key_hashes(key_hash)
         if len(worker) != key_hash.size:
             raise ValueError(f"worker has {len(worker)} entries for {key_hash.size} tuples")
+        from operators.runs import count_runs  # compiled: loaded where a run's outcome is judged
+
         order, offsets = group_by_worker(worker, n)
-        grouped = key_hash[order]
-        return [
-            WordCountState(*_count_sorted(np.sort(grouped[lo:hi])))
-            for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)
-        ]
+        keys, counts, bounds = count_runs(key_hash[order], offsets)
+        return [WordCountState(keys[lo:hi], counts[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def count_of(self, state: WordCountState, key_hash: np.ndarray) -> np.ndarray:
         """Count of each given key hash in the state (0 for keys it does not hold)."""
