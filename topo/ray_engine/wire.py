@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import os
 import pickle
 import selectors
 import socket
@@ -43,6 +44,15 @@ class WireLost(ConnectionError):
 def available() -> bool:
     """Whether this platform has the abstract socket namespace the wire listens on (Linux)."""
     return sys.platform.startswith("linux") and hasattr(socket, "AF_UNIX")
+
+
+def _same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end of a Unix socket runs as this one's user."""
+    try:
+        _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except (OSError, AttributeError):
+        return False
+    return uid == os.getuid()
 
 
 class _Connection:
@@ -208,6 +218,9 @@ class Wire:
         try:
             sock, _ = self._server.accept()
         except OSError:
+            return
+        if not _same_user(sock):  # an abstract socket has no file permissions: frames are pickles, so only our own
+            sock.close()
             return
         with self._lock:
             self._selector.register(sock, selectors.EVENT_READ, _Connection(sock))
