@@ -75,10 +75,11 @@ class WorkerTimeline:
 
     @classmethod
     def of(cls, enqueue: np.ndarray, start: np.ndarray, finish: np.ndarray) -> WorkerTimeline:
-        """Timeline from one worker's tuples in any order."""
-        enqueue, start, finish = (_sorted(a) for a in (enqueue, start, finish))
-        busy = np.zeros(len(finish) + 1)
-        np.cumsum(finish - start, out=busy[1:])
+        """Timeline from one worker's tuples in any order (`fifo.timelines_of` for one worker)."""
+        from topo.results.fifo import timelines_of
+
+        columns = (np.ascontiguousarray(a, np.float64) for a in (enqueue, start, finish))
+        enqueue, start, finish, busy, _ = timelines_of(np.zeros(len(finish), np.int64), 1, *columns)
         return cls(enqueue, start, finish, busy)
 
     @property
@@ -341,9 +342,3 @@ def jsonable(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def _sorted(a: np.ndarray) -> np.ndarray:
-    # engines that log in service order are already sorted; checking is far cheaper than sorting
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    return a if len(a) < 2 or bool(np.all(a[1:] >= a[:-1])) else np.sort(a)
