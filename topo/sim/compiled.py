@@ -86,7 +86,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
         if len(rows) - g[loop.ROWS] < margin:
             rows = np.concatenate([rows, np.empty((len(rows), 7))])
         queued = pool.size
-        rows, now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
+        now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
                                     rows, scratch, queued + report_every)
         pool.size = int(g[loop.QUEUED])
         if g[loop.ERROR]:

@@ -160,7 +160,7 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
     first, size = g[QUEUED], index.size
     if first + size > log[0].size:
         g[ERROR] = E_STREAM
-        return rows
+        return
     done = _lindley(w, index, first, now, service, free_at, log, fifo,
                     (s, _part(src[4], src[0], s), _part(src[2], src[0], s), who[0], who[1], who[2]))
     g[QUEUED] += size
@@ -169,7 +169,6 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
     rows[n, 4], rows[n, 5], rows[n, 6] = size, sent, done
     g[ROWS] = n + 1
     _push(heap, g, done, DONE, K_DONE, s, w, first, size, 0, 0.0)
-    return rows
 
 
 @njit(cache=True, inline="always")
@@ -200,11 +199,10 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
             si[s, WIRED] = at + size
             _push(heap, g, now + delay, ARRIVE, K_ARRIVE, s, w, at, size, batch_id, now)
         else:
-            rows = _arrive(s, w, index, batch_id, now, now, heap, g, src, pool, rows)
+            _arrive(s, w, index, batch_id, now, now, heap, g, src, pool, rows)
             if g[ERROR]:
-                return rows
+                return
         start += size
-    return rows
 
 
 @njit(cache=True, inline="always")
@@ -255,9 +253,9 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
     batch, credits, spout = cfg_i[3], cfg_i[4], cfg_i[5]
     sf[s, CLOCK] = max(sf[s, CLOCK], now)
     while True:
-        rows = _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
+        _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
         if g[ERROR]:
-            return rows
+            return
         if channel_state(chan[2][s], chan[4][s], credits, batch)[3]:
             _block(s, now, si, sf)
             break
@@ -280,8 +278,8 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
             take = min(take, spout - si[s, PENDING])
         _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch)
         if g[ERROR]:
-            return rows
-    return _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
+            return
+    _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
 
 
 @njit(cache=True, inline="always")
@@ -316,7 +314,7 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
 @njit(cache=True, _nrt=False)  # no reference counting: nothing here allocates, and every array outlives the call
 def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, report_at):
     """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap or the
-    batch rows may not have room for the next one: (rows, now)."""
+    batch rows may not have room for the next one: the time of the last event."""
     delay, margin = cfg_f[2], cfg_i[7]
     # room for every push, and every batch row, one event can make
     while events.size(heap) and events.room(heap) >= margin and rows.shape[0] - g[ROWS] >= margin:
@@ -327,14 +325,14 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             if x != si[s, TOKEN]:
                 continue  # replaced by an earlier wake-up
             sf[s, WAKE_AT] = np.inf
-            rows = _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
+            _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
             if g[ERROR]:
-                return rows, now
+                return now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
         elif kind == K_ARRIVE:
-            rows = _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows)
+            _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows)
             if g[ERROR]:
-                return rows, now
+                return now
         elif kind == K_DONE:
             if delay:
                 _push(heap, g, now + delay, ACK, K_ACK, s, w, 0, 0, 0, 0.0)
@@ -344,4 +342,4 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f)
         if g[QUEUED] >= report_at:
             break
-    return rows, now
+    return now
