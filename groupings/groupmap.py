@@ -175,6 +175,14 @@ class GroupMap(Versions[np.ndarray]):
             self._held[int(owner[g])].append(g)
         return super().install(owner)
 
+    def restore(self, owner: np.ndarray, held: list[list[int]], version: int, previous: np.ndarray | None) -> None:
+        """Take a state edited elsewhere (a compiled copy of the edits): the owners, each worker's groups in the
+        order it got them, the version, and the owners the last edit replaced (None: no edit since, keep them)."""
+        if previous is not None:
+            self._previous = (version - 1, previous)
+        self.current, self.version = owner, version
+        self._held = [deque(h) for h in held]
+
     def _install_edit(self, owner: np.ndarray) -> int:
         # the edit has already updated the holdings
         return Versions.install(self, owner)

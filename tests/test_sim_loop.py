@@ -24,6 +24,14 @@ CASES = [
     ("wc", dict(workers=10, sources=4, cost_ms=0.3, rate=20000, duration=0.6, linger_ms=0)),  # an end, no linger
     ("chbl", dict(workers=10, sources=1, cost_ms=0.3, duration=0.5, net_delay_ms=0.5)),
     ("potc", dict(workers=6, sources=2, cost_ms=0.4, rate=12000)),
+    # CG: the workers' meters and delegation in the loop, its pairing in Python on each step that has signals
+    ("cg", dict(workers=12, sources=3, cost_ms=0.2)),
+    ("cg", dict(workers=12, sources=2, cost_ms=0.5, rate=15000, net_delay_ms=1.0,
+                capacities=(1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 2, 2, 2, 2))),  # acks on the wire carry their fields
+    ("cg", dict(workers=10, sources=2, cost_ms=0.3, rate=25000, params={"measure": "queue", "probe": True})),
+    ("cg", dict(workers=8, sources=2, cost_ms=1.0, rate=7000, max_spout_pending=300, params={"measure": "busy"})),
+    # a slot of half a second: each meter keeps hundreds of marks, more than the loop first makes room for
+    ("cg", dict(workers=6, sources=2, cost_ms=0.5, rate=9000, net_delay_ms=0.3, params={"t0": 0.5})),
 ]
 
 
@@ -41,7 +49,7 @@ def stream():
     return stream_from_spec(STREAM)
 
 
-@pytest.mark.parametrize(("grouping", "options"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("grouping", "options"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_compiled_loop_gives_the_python_loops_run(stream, grouping, options):
     spec = TopologySpec(engine="sim", grouping=grouping, **options)
     fast = Simulation(spec, stream)
@@ -53,7 +61,7 @@ def test_compiled_loop_gives_the_python_loops_run(stream, grouping, options):
     assert by_loop.extras["batches"].equals(by_python.extras["batches"])
 
 
-@pytest.mark.parametrize("grouping", ["cg", "fish", "gedik"])
+@pytest.mark.parametrize("grouping", ["fish", "gedik", "lasg"])
 def test_runs_that_need_python_between_events_keep_the_python_loop(stream, grouping):
     spec = TopologySpec(engine="sim", grouping=grouping, workers=6, sources=2, cost_ms=0.2)
     assert compiled.kernel_of(Simulation(spec, stream)) is None
@@ -75,3 +83,25 @@ def test_the_compiled_loop_reports_progress(stream):
 def test_pairwise_sum_is_numpys_sum_bit_for_bit(n):
     a = np.random.default_rng(n).random(n) * 1e3 - 0.3
     assert pairwise_sum(a) == float(a.sum())
+
+
+@pytest.mark.parametrize("options", [dict(params={"probe": True, "vw": 3, "t0": 0.005}),
+                                     dict(rate=45000, net_delay_ms=0.2, params={"measure": "busy"})])
+def test_the_compiled_loop_leaves_cg_its_meters_and_delegation_as_the_python_loop_does(stream, options):
+    spec = TopologySpec(engine="sim", grouping="cg", workers=12, sources=3, cost_ms=0.2, **options)
+    by_python, by_loop = Simulation(spec, stream), Simulation(spec, stream)
+    by_python.run(compiled=False)
+    by_loop.run()
+    for a, b in zip(by_python.sources, by_loop.sources, strict=True):
+        x, y = a.node.grouping, b.node.grouping
+        assert x.stats() == y.stats() and x._sent.tolist() == y._sent.tolist()
+        assert x.owners().tolist() == y.owners().tolist() and x._map.kept() == y._map.kept()
+        assert np.array_equal(x._map.previous, y._map.previous) or x._map.previous is y._map.previous is None
+        assert [x.held(w) for w in range(12)] == [y.held(w) for w in range(12)]
+        assert (list(x._idle), list(x._busy), x._last_busy) == (list(y._idle), list(y._busy), y._last_busy)
+    assert any(source.node.grouping.stats()["moves"] for source in by_loop.sources)  # the pairing moved some
+    assert by_python.delegation.stats() == by_loop.delegation.stats()
+    assert [sorted(h) for h in by_python.delegation._heard] == [sorted(h) for h in by_loop.delegation._heard]
+    for m, n in zip(by_python.meters, by_loop.meters, strict=True):
+        assert (m.accepted, m.served, m.busy_s, m.signals) == (n.accepted, n.served, n.busy_s, n.signals)
+        assert list(m.meter._marks) == list(n.meter._marks)

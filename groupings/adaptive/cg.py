@@ -46,6 +46,7 @@ from ..delegation import DEFAULT_BUSY, DEFAULT_IDLE, DEFAULT_T0, MEASURES, Worke
 from ..feedback import AckReport
 from ..groupmap import GroupMap, apportion
 from ..params import Number, Param, at_least_one, eps_param, fraction, positive
+from . import pairing as P
 
 
 def _within_vw(value: Number, workers: int, values: Mapping[str, Number]) -> str | None:
@@ -136,6 +137,47 @@ class ConsistentGrouping(Adaptive):
         if out.size:
             self._sent += np.bincount(out, minlength=self.workers)
         return out
+
+    def compiled_route(self) -> tuple[Any, np.ndarray]:
+        """What the simulator's compiled event loop routes with: PoRC (a compiled strategy) and the tuples sent
+        to each worker (updated in place); the map and the pairing it runs as `pairing` does (`pairing_arrays`)."""
+        return self._porc, self._sent
+
+    def pairing_arrays(self) -> tuple[np.ndarray, ...]:
+        """The map and the pairing's queues, stamps and counts as arrays, in `pairing`'s layout."""
+        n, owner = self.workers, self._map.current.astype(np.int32)
+        after, holds = np.full(owner.size, -1, np.int64), np.full((n, 3), -1, np.int64)
+        for w in range(n):
+            held = self._map.held(w)
+            holds[w] = (held[0], held[-1], len(held)) if held else (-1, -1, 0)
+            after[held[:-1]] = held[1:]
+        idle, busy = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        idle[: len(self._idle)], busy[: len(self._busy)] = list(self._idle), list(self._busy)
+        c = self._counts
+        count = np.array([len(self._idle), len(self._busy), self._stamp, c["moves"], c["probe_moves"], c["refused"],
+                          c["increase"], c["decrease"], self._map.version, -1, -1, self._min_vw, self._probe],
+                         np.int64)
+        return owner, after, holds, idle, busy, np.array(self._last_busy, np.int64), count
+
+    def take_pairing_arrays(self, owner, after, holds, idle, busy, last_busy, count) -> None:
+        """The state `pairing` left in arrays (`pairing_arrays`' layout), back into this grouping and its map."""
+        held = []
+        for first in holds[:, 0].tolist():
+            chain = []
+            while first >= 0:
+                chain.append(first)
+                first = int(after[first])
+            held.append(chain)
+        previous = None
+        if count[P.MOVES] > self._counts["moves"]:  # the version before the last move differs in one virtual worker
+            previous = owner.copy()
+            previous[count[P.LAST_GROUP]] = count[P.LAST_FROM]
+        self._map.restore(owner.copy(), held, int(count[P.VERSION]), previous)
+        self._idle, self._busy = deque(idle[: count[P.IDLE_N]].tolist()), deque(busy[: count[P.BUSY_N]].tolist())
+        self._last_busy, self._stamp = last_busy.tolist(), int(count[P.STAMP])
+        for name, at in (("moves", P.MOVES), ("probe_moves", P.PROBE_MOVES), ("refused", P.REFUSED),
+                         ("increase", P.INCREASES), ("decrease", P.DECREASES)):
+            self._counts[name] = int(count[at])
 
     # --- pairing -------------------------------------------------------------------------------------------
 

@@ -24,10 +24,12 @@ import numpy as np
 from numba import njit
 
 import groupings
+from groupings.adaptive import pairing
 from groupings.compiled.kernels import route_with
 from groupings.compiled.state import State, Summary
 from groupings.jit import forget_caches_of_another_layout
 from topo.model.buffers import _append, _cut_due_into, channel_state
+from topo.sim import acks
 from topo.sim import heap as events
 from topo.sim.events import ACK, ARRIVE, DONE, SEND
 from topo.sim.pairwise import pairwise_sum_with
@@ -42,12 +44,14 @@ K_SEND, K_ARRIVE, K_DONE, K_ACK = 0, 1, 2, 3
 # per-source integer state (si[s, .]) and float state (sf[s, .])
 ROUTED, PENDING, MAX_PENDING, BATCHES, ROUTE_CALLS, ACKS, BLOCKED, TOKEN, WIRED = range(9)
 BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
-# run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value
-QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT = range(6)
+# run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value,
+# the most marks a worker's meter kept, signals the delegation delivered
+QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES = range(8)
 # errors the Python side raises with the simulator's own messages
 E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
-# cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), and the most
-# events one event may push (a step's buffers and its next wake-up)
+# cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), the most
+# events one event may push (a step's buffers and its next wake-up), and whether acks carry signals (1: the
+# grouping is Consistent Grouping, whose map, pairing and workers' meters and delegation run here)
 # cfg_f: linger (s), end (s; NaN: none), delay (s)
 # scratch = (chosen, lag, workers, sizes, positions, the lag sum's stack): room for one routing call (batch size)
 # and one cut of every due buffer of a source (a channel holds fewer than two batches, so at most two buffers and
@@ -55,6 +59,10 @@ E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # Per source: `src` = (offsets, keys, arrival, after, seqs, wire) holds every source's input arrays one after
 # another (source s's at offsets[s]:offsets[s + 1]); `chan` = (head, tail, held, oldest, in_flight, max_in_flight)
 # one row per source; `stack` = the sources' grouping states, each field one row per source.
+# `fb` = (meters, inbox fields, inbox (worker, signal), inbox (count, signals), pairing, sent, wire fields, wire
+# signals, wire (first, count), one ack's fields): with signals on, each worker's `acks.Meters`, each source's acks
+# landed since its last step (`SourceNode._inbox`), its CG's map and pairing (`pairing`'s arrays) and tuples sent
+# to each worker (`ConsistentGrouping._sent`), and the acks on their way back when the network has a delay.
 
 
 @njit(cache=True, inline="always")
@@ -154,7 +162,7 @@ def _plan(s, at, now, heap, g, src, chan, si, sf, cfg_i, cfg_f):
 
 
 @njit(cache=True, inline="always")
-def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
+def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows, fb, signals):
     """`Simulation._arrive`: queue the buffer (its tuples' finish times known at once), log it, schedule its end."""
     service, free_at, log, fifo, who = pool
     first, size = g[QUEUED], index.size
@@ -164,6 +172,8 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
     done = _lindley(w, index, first, now, service, free_at, log, fifo,
                     (s, _part(src[4], src[0], s), _part(src[2], src[0], s), who[0], who[1], who[2]))
     g[QUEUED] += size
+    if signals:
+        g[MARKS] = max(g[MARKS], acks.arrive(fb[0], w, now, size))
     n = g[ROWS]  # (run_events stops while rows has less room than one event may fill)
     rows[n, 0], rows[n, 1], rows[n, 2], rows[n, 3] = s, w, batch_id, first
     rows[n, 4], rows[n, 5], rows[n, 6] = size, sent, done
@@ -172,7 +182,7 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows):
 
 
 @njit(cache=True, inline="always")
-def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch):
+def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb):
     """`SourceNode._send_due`, each buffer put on the wire as `SimSource._wake` and `Simulation.transmit` do."""
     batch, credits, linger, delay = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[2]
     head, tail, held, oldest, in_flight, max_in_flight = chan
@@ -199,14 +209,14 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
             si[s, WIRED] = at + size
             _push(heap, g, now + delay, ARRIVE, K_ARRIVE, s, w, at, size, batch_id, now)
         else:
-            _arrive(s, w, index, batch_id, now, now, heap, g, src, pool, rows)
+            _arrive(s, w, index, batch_id, now, now, heap, g, src, pool, rows, fb, cfg_i[8])
             if g[ERROR]:
                 return
         start += size
 
 
 @njit(cache=True, inline="always")
-def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch):
+def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb):
     """`SourceNode._route`: route `take` more input tuples into the output buffers."""
     keys, arrival = _part(src[1], src[0], s), _part(src[2], src[0], s)
     begin = si[s, ROUTED]
@@ -225,6 +235,10 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch):
     chosen = scratch[0][:take]
     if take:
         route_with(kernel, keys[begin:stop], chosen, _state(stack, s))
+        if cfg_i[8]:  # the strategy chose a group: its owner in the source's map takes the tuple
+            owner = fb[4][0]
+            for i in range(take):
+                chosen[i] = owner[s, chosen[i]]
     si[s, ROUTE_CALLS] += 1
     if take:
         low = high = chosen[0]
@@ -233,6 +247,10 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch):
         if low < 0 or high >= cfg_i[1] or high >= cfg_i[2]:
             g[ERROR], g[ERROR_AT] = E_ROUTED, low if low < 0 else high
             return
+        if cfg_i[8]:
+            sent = fb[5]
+            for i in range(take):
+                sent[s, chosen[i]] += 1
     si[s, ROUTED] = stop
     si[s, PENDING] += take
     si[s, MAX_PENDING] = max(si[s, MAX_PENDING], si[s, PENDING])
@@ -248,12 +266,20 @@ def _block(s, now, si, sf):
 
 
 @njit(cache=True, inline="always")
-def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch):
+def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb):
     """`SourceNode.step`, its buffers put on the wire as they are cut."""
     batch, credits, spout = cfg_i[3], cfg_i[4], cfg_i[5]
     sf[s, CLOCK] = max(sf[s, CLOCK], now)
+    if cfg_i[8]:  # the acks since the last step reach the grouping, which pairs on their signals
+        inbox_i, inbox_n = fb[2], fb[3]
+        if inbox_n[s, 1]:
+            for k in range(inbox_n[s, 0]):
+                if inbox_i[s, k, 1] != 0:
+                    pairing.signal(fb[4], s, inbox_i[s, k, 0], inbox_i[s, k, 1])
+        inbox_n[s, 0] = 0
+        inbox_n[s, 1] = 0
     while True:
-        _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
+        _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
         if g[ERROR]:
             return
         if channel_state(chan[2][s], chan[4][s], credits, batch)[3]:
@@ -276,15 +302,16 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
             break
         if spout >= 0:
             take = min(take, spout - si[s, PENDING])
-        _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch)
+        _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb)
         if g[ERROR]:
             return
-    _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
+    _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
 
 
 @njit(cache=True, inline="always")
-def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
-    """`SimSource.land` and `SourceNode.on_ack` (no feedback): a credit back; step now if it lets a buffer out."""
+def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal):
+    """`SimSource.land` and `SourceNode.on_ack`: a credit back, the ack's fields (`fb[9]`, with signals on) into
+    the source's inbox; step now if it lets a buffer out."""
     batch, credits = cfg_i[3], cfg_i[4]
     held, oldest, in_flight = chan[2], chan[3], chan[4]  # indexed [s, w]: no row views, no reference counts
     sizes_in_flight, first_in_flight, count_in_flight = ring
@@ -296,6 +323,8 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f):
         first_in_flight[s, w] = (first_in_flight[s, w] + 1) % sizes_in_flight.shape[2]
         count_in_flight[s, w] -= 1
     si[s, PENDING] -= size
+    if cfg_i[8]:
+        acks.to_inbox(fb[1], fb[2], fb[3], s, w, signal, size, fb[9])
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
     due = held[s, w] >= batch or oldest[s, w] <= _last_tick(now, cfg_f[0]) or exhausted
     waiting = held[s, w] > 0 and in_flight[s, w] == credits - 1 and due
@@ -312,12 +341,15 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
 
 
 @njit(cache=True, _nrt=False)  # no reference counting: nothing here allocates, and every array outlives the call
-def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, report_at):
-    """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap or the
-    batch rows may not have room for the next one: the time of the last event."""
-    delay, margin = cfg_f[2], cfg_i[7]
+def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb,
+               report_at):
+    """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap, the
+    batch rows or the meters' marks may not have room for the next one: the time of the last event."""
+    delay, margin, signals = cfg_f[2], cfg_i[7], cfg_i[8]
+    marks_room = fb[0][1][4] - fb[0][1][5]  # (`acks.full`)
     # room for every push, and every batch row, one event can make
-    while events.size(heap) and events.room(heap) >= margin and rows.shape[0] - g[ROWS] >= margin:
+    while events.size(heap) and events.room(heap) >= margin and rows.shape[0] - g[ROWS] >= margin and (
+            g[MARKS] <= marks_room or not signals):
         at, kind, s, w, x, y, z, t = events.pop(heap)
         now = at
         g[PROCESSED] += 1
@@ -325,21 +357,31 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             if x != si[s, TOKEN]:
                 continue  # replaced by an earlier wake-up
             sf[s, WAKE_AT] = np.inf
-            _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch)
+            _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
             if g[ERROR]:
                 return now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
         elif kind == K_ARRIVE:
-            _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows)
+            _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows, fb, signals)
             if g[ERROR]:
                 return now
         elif kind == K_DONE:
+            signal = 0
+            if signals:  # `Simulation._served`: the worker's meter sees the buffer served; its ack's fields
+                m = fb[0]
+                busy = m[3][w] + (now - pool[2][2][x])  # a buffer's tuples are served back to back
+                g[MARKS] = max(g[MARKS], acks.serve(m, w, now, y, busy))
+                signal, delivered = acks.ack(m, w, s, now, cfg_i[2], pool[0][w], fb[9])
+                g[DELIVERIES] += delivered
             if delay:
+                if signals:
+                    acks.send_back(fb[6], fb[7], fb[8], s, signal, fb[9])
                 _push(heap, g, now + delay, ACK, K_ACK, s, w, 0, 0, 0, 0.0)
             else:
-                _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f)
+                _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
         else:
-            _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f)
+            signal = acks.land(fb[6], fb[7], fb[8], s, fb[9]) if signals else 0
+            _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
         if g[QUEUED] >= report_at:
             break
     return now
