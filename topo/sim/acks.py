@@ -199,19 +199,6 @@ def ack(m, w, source, now, active, service_s, out):
 
 
 @njit(cache=True, inline="always")
-def to_inbox(inbox_f, inbox_i, inbox_n, s, w, signal, acked, fields):
-    """An ack from worker w landed at source s: its fields, tuples acked and signal join the source's inbox."""
-    n = inbox_n[s, 0]
-    for k in range(4):
-        inbox_f[s, n, k] = fields[k]
-    inbox_f[s, n, 4] = acked
-    inbox_i[s, n, 0], inbox_i[s, n, 1] = w, signal
-    inbox_n[s, 0] = n + 1
-    if signal != 0:
-        inbox_n[s, 1] += 1
-
-
-@njit(cache=True, inline="always")
 def send_back(wire_f, wire_i, wire_n, s, signal, fields):
     """An ack's fields and signal leave for source s over a network with a delay: they land in the order they
     left (`land`)."""

@@ -7,13 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from topo.sim import acks, loop
+from topo.sim import acks, feedback, inbox, loop, stacking
 from topo.sim import heap as events
 from topo.sim.pairwise import new_stack
 
 # sources x workers x credits beyond which the Python loop runs: the compiled loop keeps a slot per credit, and room
 # in its event heap for a step that spends every credit of a source (the Python loop's deques grow as needed)
 MAX_RING_CELLS = 1 << 20
+FISH_KERNEL = -1  # `kernel_of`'s answer for FISH, which routes with its own compiled function, not a kernel
 
 
 def kernel_of(sim: Any) -> int | None:
@@ -23,40 +24,31 @@ def kernel_of(sim: Any) -> int | None:
     world scheduled."""
     from groupings.compiled.grouping import Grouping
     from groupings.compiled.kernels import KERNELS
-    from groupings.delegation import WorkerDelegation
 
     spec = sim.spec
     if sim.controller is not None or sim._by_count or sim.kernel.pending():
         return None
     if sim.active != sim.pool.workers or len(sim.sources) * sim.pool.workers * spec.max_pending > MAX_RING_CELLS:
         return None
-    signals = _signals(sim)
-    if sim.delegation is not None and (not signals or type(sim.delegation) is not WorkerDelegation):
+    mode = feedback.mode_of(sim)
+    if mode is None:
         return None
-    kernels = set()
-    for source in sim.sources:
-        grouping = _routing(source.node.grouping)
-        if type(grouping) is not Grouping or grouping.takes_feedback:
-            return None
-        kernels.add(grouping._strategy.kernel)
     # the states are stacked one row per source: every field must have one shape across the sources
-    if len({str(_shapes(_routing(source.node.grouping)._state)) for source in sim.sources}) != 1:
+    routers = [feedback.routing(source.node.grouping, mode) for source in sim.sources]
+    if len({str(stacking.shapes(router._state)) for router in routers}) != 1:
         return None
-    if signals and len({source.node.grouping.total_virtual_workers for source in sim.sources}) != 1:
+    if mode == inbox.FISH:
+        return FISH_KERNEL
+    kernels = set()
+    for router in routers:
+        if type(router) is not Grouping or router.takes_feedback:
+            return None
+        kernels.add(router._strategy.kernel)
+    if mode == inbox.CG and len({source.node.grouping.total_virtual_workers for source in sim.sources}) != 1:
         return None
     if len(kernels) != 1 or (kernel := kernels.pop()) not in KERNELS:
         return None
     return KERNELS.index(kernel)
-
-
-def _signals(sim: Any) -> bool:
-    """True when every source's grouping is Consistent Grouping (`compiled_route`), whose feedback is signals."""
-    return all(hasattr(source.node.grouping, "compiled_route") for source in sim.sources)
-
-
-def _routing(grouping: Any) -> Any:
-    """The compiled strategy a source's grouping routes with."""
-    return grouping.compiled_route()[0] if hasattr(grouping, "compiled_route") else grouping
 
 
 def run(sim: Any, kernel: int, report_every: int) -> None:
@@ -75,8 +67,11 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     chan = tuple(np.stack([_attr(node, name) for node in nodes]) for name in CHANNELS)
     ring = (np.zeros((S, W, max(1, spec.max_pending)), np.int64), np.zeros((S, W), np.int64),
             np.zeros((S, W), np.int64))
-    states = [_routing(node.grouping)._state for node in nodes]
-    stack = _stacked(states)
+    mode = feedback.mode_of(sim)
+    learners = [feedback.routing(node.grouping, mode) for node in nodes]
+    # FISH routes with its own state (`fb`); kg's stands in for the compiled strategies' the loop also takes
+    states = [grouping._state for grouping in learners] if mode != inbox.FISH else [feedback.stand_in("kg")._state]
+    stack = stacking.stacked(states)
     si = np.zeros((S, 9), np.int64)
     sf = np.zeros((S, 6))
     sf[:, loop.CLOCK] = -np.inf
@@ -84,10 +79,9 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     g = np.zeros(8, np.int64)
     g[loop.QUEUED] = pool.size
     margin = W * max(1, spec.max_pending) + 4
-    signals = _signals(sim)
     cfg_i = np.array([S, W, sim.active, spec.batch_size, spec.max_pending,
                       -1 if spec.max_spout_pending is None else spec.max_spout_pending,
-                      int(nodes[0].saturating), margin, int(signals)], np.int64)
+                      int(nodes[0].saturating), margin, mode], np.int64)
     cfg_f = np.array([spec.linger_ms / 1e3, np.nan if spec.duration is None else spec.duration, sim.delay_s])
     pools = pool.arrays
     rows = np.empty((max(1024, 2 * margin), 7))
@@ -96,7 +90,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     scratch = (np.empty(batch, np.int32), np.empty(batch), np.empty(2 * W, np.int64), np.empty(2 * W, np.int64),
                np.empty(2 * W * batch, np.int64), new_stack())
     heap = events.new_heap(2 * margin + 4 * S)  # it grows (between events) as buffers in flight need
-    fb = _feedback_state(sim, nodes, margin) if signals else _no_feedback()
+    fb = feedback.pack(sim, nodes, margin, mode)  # (margin: room for every credit of a source's channels)
     g[loop.DELIVERIES] = getattr(sim.delegation, "deliveries", 0)
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
     now = 0.0
@@ -105,10 +99,10 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
             heap = events.grown(heap)
         if len(rows) - g[loop.ROWS] < margin:
             rows = np.concatenate([rows, np.empty((len(rows), 7))])
-        if signals and acks.full(fb[0], g[loop.MARKS]):
+        if mode and acks.full(fb[0], g[loop.MARKS]):
             fb = (acks.grown(fb[0]), *fb[1:])
         queued = pool.size
-        now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
+        now = loop.run_events(max(kernel, 0), stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
                               rows, scratch, fb, queued + report_every)
         pool.size = int(g[loop.QUEUED])
         if g[loop.ERROR]:
@@ -118,52 +112,16 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     sim.kernel.now = now
     sim.kernel.processed += int(g[loop.PROCESSED])
     sim.batches = rows[: g[loop.ROWS]]
-    if signals:
-        acks.unpack(fb[0], sim.meters, sim._busy_s, sim.delegation, int(g[loop.DELIVERIES]))
-        for s, node in enumerate(nodes):
-            node._inbox = _inbox(fb, s)  # (`SourceNode.finish` hands them over)
-            node.grouping.compiled_route()[1][:] = fb[5][s]
-            node.grouping.take_pairing_arrays(*(part[s] for part in fb[4]))
+    feedback.unpack(sim, nodes, fb, mode, int(g[loop.DELIVERIES]))
     for s, (source, node) in enumerate(zip(sim.sources, nodes, strict=True)):
         node.arrival[:] = src[2][offsets[s] : offsets[s + 1]]  # a saturating source stamps arrivals as it routes
         node._buffers._after[:] = src[3][offsets[s] : offsets[s + 1]]
         for name, rows_of in zip(CHANNELS, chan, strict=True):
             _attr(node, name)[:] = rows_of[s]
-        _unstack(stack, states[s], s)
+        if mode != inbox.FISH:
+            stacking.unstack(stack, states[s], s)
         _write_back(node, si[s], sf[s], *(part[s] for part in ring))
         source._token, source._wake_at = int(si[s, loop.TOKEN]), float(sf[s, loop.WAKE_AT])
-
-
-def _feedback_state(sim: Any, nodes: list, margin: int) -> tuple:
-    """`loop`'s `fb` for a run whose acks carry signals: the meters, and per source room for every ack in flight."""
-    S, room = len(nodes), margin  # (margin: every credit of every channel of a source, and then some)
-    states = [node.grouping.pairing_arrays() for node in nodes]
-    paired = tuple(np.stack([state[k] for state in states]) for k in range(len(states[0])))
-    sent = np.stack([node.grouping.compiled_route()[1] for node in nodes]).astype(np.int64)
-    return (acks.pack(sim.meters, sim._busy_s, sim.delegation, S, sim.spec.max_pending), np.zeros((S, room, 5)),
-            np.zeros((S, room, 2), np.int64), np.zeros((S, 2), np.int64), paired, sent, np.zeros((S, room, 4)),
-            np.zeros((S, room), np.int64), np.zeros((S, 2), np.int64), np.zeros(4))
-
-
-def _no_feedback() -> tuple:
-    """`loop`'s `fb` when acks carry nothing the grouping reads: the same types, nothing in them."""
-    one = np.zeros(1, np.int64)
-    meters = acks.Meters(np.zeros(4), np.array([2, 1, 0, -1, 1, 0], np.int64), np.zeros((1, 4), np.int64), np.zeros(1),
-                         np.zeros((1, 1, 2)), np.zeros((1, 1, 2), np.int64), np.zeros((1, 2), np.int64), np.zeros(1),
-                         one, np.zeros((1, 2), np.int64), np.zeros((1, 1), np.uint8))
-    paired = (np.zeros((1, 1), np.int32), np.zeros((1, 1), np.int64), np.zeros((1, 1, 3), np.int64),
-              np.zeros((1, 1), np.int64), np.zeros((1, 1), np.int64), np.zeros((1, 1), np.int64),
-              np.zeros((1, 13), np.int64))
-    return (meters, np.zeros((1, 1, 5)), np.zeros((1, 1, 2), np.int64), np.zeros((1, 2), np.int64), paired,
-            np.zeros((1, 1), np.int64), np.zeros((1, 1, 4)), np.zeros((1, 1), np.int64), np.zeros((1, 2), np.int64),
-            np.zeros(4))
-
-
-def _inbox(fb: tuple, s: int) -> list[tuple]:
-    """Source s's acks since its last step, as `SourceNode._inbox` holds them."""
-    inbox_f, inbox_i = fb[1][s, : fb[3][s, 0]], fb[2][s, : fb[3][s, 0]]
-    return [(int(i[0]), float(f[0]), float(f[1]), float(f[2]), float(f[3]), int(i[1]), int(f[4]))
-            for f, i in zip(inbox_f, inbox_i, strict=True)]
 
 
 # a source's channel arrays, as `loop` takes them: one row per source
@@ -174,29 +132,6 @@ def _attr(obj, dotted: str):
     for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def _shapes(state) -> list:
-    return [a.shape for a in (*state[: state._fields.index("summary")], *state.summary,
-                              *state[state._fields.index("summary") + 1 :])]
-
-
-def _stacked(states: list) -> tuple:
-    """The sources' grouping states as one tuple of fields, each field's arrays stacked one row per source."""
-    fields = [np.stack([getattr(st, f) for st in states]) for f in states[0]._fields if f != "summary"]
-    summary = tuple(np.stack([getattr(st.summary, f) for st in states]) for f in states[0].summary._fields)
-    at = states[0]._fields.index("summary")
-    return (*fields[:at], summary, *fields[at:])
-
-
-def _unstack(stack: tuple, state, s: int) -> None:
-    """Copy source s's rows back into its own state's arrays."""
-    for name, rows in zip(state._fields, stack, strict=True):
-        if name == "summary":
-            for field, summary_rows in zip(state.summary._fields, rows, strict=True):
-                getattr(state.summary, field)[...] = summary_rows[s]
-        else:
-            getattr(state, name)[...] = rows[s]
 
 
 def _write_back(node, si: np.ndarray, sf: np.ndarray, ring: np.ndarray, head: np.ndarray, length: np.ndarray) -> None:

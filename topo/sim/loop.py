@@ -24,12 +24,13 @@ import numpy as np
 from numba import njit
 
 import groupings
-from groupings.adaptive import pairing
+from groupings.adaptive.fish_epochs import EpochCounters
+from groupings.adaptive.fish_route import FishState, route_fish
 from groupings.compiled.kernels import route_with
 from groupings.compiled.state import State, Summary
 from groupings.jit import forget_caches_of_another_layout
 from topo.model.buffers import _append, _cut_due_into, channel_state
-from topo.sim import acks
+from topo.sim import acks, inbox
 from topo.sim import heap as events
 from topo.sim.events import ACK, ARRIVE, DONE, SEND
 from topo.sim.pairwise import pairwise_sum_with
@@ -50,8 +51,8 @@ QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES = range(8)
 # errors the Python side raises with the simulator's own messages
 E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), the most
-# events one event may push (a step's buffers and its next wake-up), and whether acks carry signals (1: the
-# grouping is Consistent Grouping, whose map, pairing and workers' meters and delegation run here)
+# events one event may push (a step's buffers and its next wake-up), and which grouping learns from acks
+# (`inbox`: NONE, CG or FISH; then the workers' meters, and CG's delegation, run here too)
 # cfg_f: linger (s), end (s; NaN: none), delay (s)
 # scratch = (chosen, lag, workers, sizes, positions, the lag sum's stack): room for one routing call (batch size)
 # and one cut of every due buffer of a source (a channel holds fewer than two batches, so at most two buffers and
@@ -60,9 +61,11 @@ E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # another (source s's at offsets[s]:offsets[s + 1]); `chan` = (head, tail, held, oldest, in_flight, max_in_flight)
 # one row per source; `stack` = the sources' grouping states, each field one row per source.
 # `fb` = (meters, inbox fields, inbox (worker, signal), inbox (count, signals), pairing, sent, wire fields, wire
-# signals, wire (first, count), one ack's fields): with signals on, each worker's `acks.Meters`, each source's acks
-# landed since its last step (`SourceNode._inbox`), its CG's map and pairing (`pairing`'s arrays) and tuples sent
-# to each worker (`ConsistentGrouping._sent`), and the acks on their way back when the network has a delay.
+# signals, wire (first, count), one ack's fields, fish): when a grouping learns from acks, each worker's
+# `acks.Meters`, each source's acks landed since its last step (`inbox`), and the acks on their way back when the
+# network has a delay; for CG its map and pairing (`pairing`'s arrays) and tuples sent to each worker
+# (`ConsistentGrouping._sent`); for FISH (fish = (its states stacked, time per tuple told, told or not, and room
+# to average them)) its states, which it routes with instead of `stack`.
 
 
 @njit(cache=True, inline="always")
@@ -78,6 +81,14 @@ def _state(stack, s):
     return State(f[0][s], f[1][s], f[2][s], f[3][s], f[4][s], f[5][s], f[6][s],
                  Summary(m[0][s], m[1][s], m[2][s], m[3][s], m[4][s], m[5][s], m[6][s], m[7][s], m[8][s], m[9][s],
                          m[10][s], m[11][s]), f[8][s])
+
+
+@njit(cache=True, inline="always")
+def _fish_state(f, s):
+    # source s's FISH state: the rows of the stacked fields (views)
+    c = f[0]
+    return FishState(EpochCounters(c[0][s], c[1][s], c[2][s], c[3][s], c[4][s], c[5][s], c[6][s], c[7][s]),
+                     f[1][s], f[2][s], f[3][s], f[4][s], f[5][s], f[6][s], f[7][s], f[8][s], f[9][s], f[10][s])
 
 
 @njit(cache=True, inline="always")
@@ -233,9 +244,11 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb
         sf[s, LAG_MAX] = max(sf[s, LAG_MAX], most)
         sf[s, LAG_SUM] += pairwise_sum_with(lag, scratch[5])
     chosen = scratch[0][:take]
-    if take:
+    if take and cfg_i[8] == inbox.FISH:
+        route_fish(keys[begin:stop], chosen, _fish_state(fb[10][0], s), now)
+    elif take:
         route_with(kernel, keys[begin:stop], chosen, _state(stack, s))
-        if cfg_i[8]:  # the strategy chose a group: its owner in the source's map takes the tuple
+        if cfg_i[8] == inbox.CG:  # PoRC chose a virtual worker: its owner in the source's map takes the tuple
             owner = fb[4][0]
             for i in range(take):
                 chosen[i] = owner[s, chosen[i]]
@@ -247,7 +260,7 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb
         if low < 0 or high >= cfg_i[1] or high >= cfg_i[2]:
             g[ERROR], g[ERROR_AT] = E_ROUTED, low if low < 0 else high
             return
-        if cfg_i[8]:
+        if cfg_i[8] == inbox.CG:
             sent = fb[5]
             for i in range(take):
                 sent[s, chosen[i]] += 1
@@ -270,14 +283,8 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
     """`SourceNode.step`, its buffers put on the wire as they are cut."""
     batch, credits, spout = cfg_i[3], cfg_i[4], cfg_i[5]
     sf[s, CLOCK] = max(sf[s, CLOCK], now)
-    if cfg_i[8]:  # the acks since the last step reach the grouping, which pairs on their signals
-        inbox_i, inbox_n = fb[2], fb[3]
-        if inbox_n[s, 1]:
-            for k in range(inbox_n[s, 0]):
-                if inbox_i[s, k, 1] != 0:
-                    pairing.signal(fb[4], s, inbox_i[s, k, 0], inbox_i[s, k, 1])
-        inbox_n[s, 0] = 0
-        inbox_n[s, 1] = 0
+    if cfg_i[8]:  # the acks since the last step reach the grouping
+        inbox.take(cfg_i[8], fb, s)
     while True:
         _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
         if g[ERROR]:
@@ -324,7 +331,7 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
         count_in_flight[s, w] -= 1
     si[s, PENDING] -= size
     if cfg_i[8]:
-        acks.to_inbox(fb[1], fb[2], fb[3], s, w, signal, size, fb[9])
+        inbox.to_inbox(fb[1], fb[2], fb[3], s, w, signal, size, fb[9])
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
     due = held[s, w] >= batch or oldest[s, w] <= _last_tick(now, cfg_f[0]) or exhausted
     waiting = held[s, w] > 0 and in_flight[s, w] == credits - 1 and due
