@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def count_runs(grouped, offsets):
     """Each run grouped[offsets[w]:offsets[w + 1]] sorted, as distinct keys and how often each occurs: (keys,
     counts, bounds), run w's at [bounds[w], bounds[w + 1])."""

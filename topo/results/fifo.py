@@ -53,7 +53,7 @@ def _sort_runs(column, bounds):
                 break
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # (a run's outputs build it while another thread judges the operator's outcome)
 def timelines_of(worker, workers, enqueue, start, finish):
     """Every worker's timeline at once: its tuples together (`split_by_worker`), each of its three columns sorted,
     and its running busy time. (enqueue, start, finish, busy, bounds): worker w's tuples are [bounds[w],

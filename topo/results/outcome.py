@@ -5,6 +5,7 @@ result (summary, time series, per-tuple log) built from the engine's log in one 
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +60,7 @@ def run_result(
     capacity_history: list[tuple[float, tuple[float, ...]]],
     *,
     tuples_in: int,
-    keys: tuple[list[int], int, bool],
+    keys: tuple[list[int], int, bool] | Future,
     extra: dict,
     source_stats: Callable[[float], list[dict]],
     batches: pa.Table,
@@ -67,14 +68,15 @@ def run_result(
 ) -> RunResult:
     """The summary (the contract's keys), time series and per-tuple log of a finished run, for either engine.
 
-    `keys` is (distinct keys per worker, distinct keys in all, exact); `source_stats(duration_s)` gives each
+    `keys` is (distinct keys per worker, distinct keys in all, exact), or a future of it (the simulator judges the
+    outcome on another thread meanwhile: both passes release the GIL); `source_stats(duration_s)` gives each
     source's node stats; `amend(summary)` adds the engine's own fields before the headroom is judged and returns
     the engine's own delays it measured, as `headroom.attach` takes them (transit and ack lateness p99, ms).
     """
     lines = timelines(log, workers)
     start = float(log.arrival_s.min()) if len(log) else 0.0
     end = float(log.finish_s.max()) if len(log) else 0.0
-    distinct, keys_total, exact = keys
+    distinct, keys_total, exact = keys.result() if isinstance(keys, Future) else keys
     summary = summarize(
         log,
         grouping=spec.grouping,

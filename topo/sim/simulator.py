@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -312,6 +313,14 @@ class Simulation:
         key_hash = self.key_hash[log.seq]
         values = getattr(self.stream, "values", None)
         values = None if values is None else np.asarray(values)[log.seq]
+        # the operator's outcome is judged on another thread while the rest is built (both release the GIL)
+        with ThreadPoolExecutor(1) as judge:
+            keys = judge.submit(operator_outcome, spec.operator, key_hash, log.worker, pool.workers, values,
+                                spec.operator_params)
+            return self._result(log, key_hash, keys, emitted)
+
+    def _result(self, log: TupleLog, key_hash: np.ndarray, keys: Future, emitted: int) -> RunResult:
+        spec, pool = self.spec, self.pool
         aggregation = None
         if spec.aggregate_every_s is not None:
             aggregation = aggregation_cost(log, key_hash, spec.aggregate_every_s)
@@ -326,8 +335,7 @@ class Simulation:
             aggregation=aggregation,
         )
         return run_result(
-            spec, "sim", log, pool.workers, self.capacity_history, tuples_in=emitted,
-            keys=operator_outcome(spec.operator, key_hash, log.worker, pool.workers, values, spec.operator_params),
+            spec, "sim", log, pool.workers, self.capacity_history, tuples_in=emitted, keys=keys,
             extra=extra, batches=self._batch_table(),
             source_stats=lambda duration_s: [source.node.stats(duration_s) for source in self.sources],
         )
