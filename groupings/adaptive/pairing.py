@@ -38,6 +38,33 @@ def _remove_at(queue, n, i):
 
 
 @njit(cache=True, inline="always")
+def _leave(queue, count, s, at, w):
+    """w leaves source s's queue (count[s, at] long) if it is in it: True if it was."""
+    i = _find(queue[s], count[s, at], w)
+    if i >= 0:
+        _remove_at(queue[s], count[s, at], i)
+        count[s, at] -= 1
+    return i >= 0
+
+
+@njit(cache=True, inline="always")
+def _join(queue, count, s, at, w):
+    """w joins the back of source s's queue unless it is in it already."""
+    if _find(queue[s], count[s, at], w) < 0:
+        queue[s, count[s, at]] = w
+        count[s, at] += 1
+
+
+@njit(cache=True, inline="always")
+def _pop(queue, count, s, at):
+    """The head of source s's queue, which leaves it."""
+    w = queue[s, 0]
+    _remove_at(queue[s], count[s, at], 0)
+    count[s, at] -= 1
+    return w
+
+
+@njit(cache=True, inline="always")
 def _move(p, s, donor, receiver):
     """`GroupMap.move` and `ConsistentGrouping._move`: the donor's longest-held virtual worker goes to the receiver."""
     owner, after, holds, count = p[0], p[1], p[2], p[6]
@@ -64,16 +91,11 @@ def _pair(p, s):
     """While both queues have a head, the busy head gives one virtual worker to the idle head."""
     idle, busy, count = p[3], p[4], p[6]
     while count[s, IDLE_N] and count[s, BUSY_N]:
-        donor = busy[s, 0]
-        _remove_at(busy[s], count[s, BUSY_N], 0)
-        count[s, BUSY_N] -= 1
+        donor = _pop(busy, count, s, BUSY_N)
         if p[2][s, donor, 2] <= count[s, MIN_VW]:
             count[s, REFUSED] += 1  # nothing left to give: the signal is dropped
             continue
-        receiver = idle[s, 0]
-        _remove_at(idle[s], count[s, IDLE_N], 0)
-        count[s, IDLE_N] -= 1
-        _move(p, s, donor, receiver)
+        _move(p, s, donor, _pop(idle, count, s, IDLE_N))
 
 
 @njit(cache=True, inline="always")
@@ -99,29 +121,15 @@ def signal(p, s, w, sign):
     idle, busy, count = p[3], p[4], p[6]
     if sign > 0:
         count[s, INCREASES] += 1
-        i = _find(busy[s], count[s, BUSY_N], w)
-        if i >= 0:
-            _remove_at(busy[s], count[s, BUSY_N], i)
-            count[s, BUSY_N] -= 1
-        if _find(idle[s], count[s, IDLE_N], w) < 0:
-            idle[s, count[s, IDLE_N]] = w
-            count[s, IDLE_N] += 1
+        _leave(busy, count, s, BUSY_N, w)
+        _join(idle, count, s, IDLE_N, w)
         _pair(p, s)
         return
     count[s, DECREASES] += 1
     p[5][s, w] = count[s, STAMP]
     count[s, STAMP] += 1
-    i = _find(idle[s], count[s, IDLE_N], w)
-    if i >= 0:
-        _remove_at(idle[s], count[s, IDLE_N], i)
-        count[s, IDLE_N] -= 1
-    if _find(busy[s], count[s, BUSY_N], w) < 0:
-        busy[s, count[s, BUSY_N]] = w
-        count[s, BUSY_N] += 1
+    _leave(idle, count, s, IDLE_N, w)
+    _join(busy, count, s, BUSY_N, w)
     _pair(p, s)
-    if count[s, PROBE]:
-        i = _find(busy[s], count[s, BUSY_N], w)
-        if i >= 0:  # still queued: no idle worker to pair with
-            _remove_at(busy[s], count[s, BUSY_N], i)
-            count[s, BUSY_N] -= 1
-            _probe(p, s, w)
+    if count[s, PROBE] and _leave(busy, count, s, BUSY_N, w):  # still queued: no idle worker to pair with
+        _probe(p, s, w)
