@@ -1,5 +1,6 @@
 """What an ack carries, in compiled code: the workers' `AckMeter`s and Consistent Grouping's `WorkerDelegation`, for
-the compiled event loop (`topo.sim.loop`) of runs whose grouping reads only the delegation's signals.
+the compiled event loop (`topo.sim.loop`) of runs whose grouping learns from acks there (CG, FISH: `inbox`), and
+the acks on their way back when the network has a delay (`send_back`, `land`).
 
 The Python classes (`topo.model.worker.AckMeter`, `WindowMeter`; `groupings.delegation.WorkerDelegation`) stay the
 model: this module runs the same arithmetic in the same order on their state, laid out as arrays, and
@@ -9,7 +10,7 @@ writes it back, so that the outputs are built from the same objects either way.
 `Meters` (one tuple, as the loop takes it):
     cfg_f  = (window_s, t0, idle, busy)
     cfg_i  = (min_marks, queue_capacity, measure, delegated workers (-1: no delegation), marks capacity, and the
-              most marks one event may add to a worker: a step may send it a buffer per credit, then one ends)
+              most marks one event may add to a worker: a step may send it a buffer per credit, or one ends)
     count  = per worker (accepted, served, oldest mark, marks kept)
     busy   = per worker, busy seconds so far
     marks  = per worker, a ring of (t, busy) marks and one of (arrived, served) marks

@@ -19,8 +19,8 @@ FISH_KERNEL = -1  # `kernel_of`'s answer for FISH, which routes with its own com
 
 def kernel_of(sim: Any) -> int | None:
     """The number (`kernels.KERNELS`) of the compiled kernel every source of `sim` (a `simulator.Simulation`)
-    routes with, or None when the run needs the Python loop: a grouping that is not a compiled strategy and takes
-    feedback (Consistent Grouping, whose pairing `loop` runs too, excepted), a controller, or a change of the
+    routes with (`FISH_KERNEL` when every source runs FISH), or None when the run needs the Python loop: a
+    grouping that learns from acks other than CG and FISH (`feedback.mode_of`), a controller, or a change of the
     world scheduled."""
     from groupings.compiled.grouping import Grouping
     from groupings.compiled.kernels import KERNELS

@@ -1,15 +1,16 @@
 """The simulator's event loop in compiled code, for runs whose every event is the model's own.
 
-When no Python has to see an event (every source routes with a compiled strategy that takes no feedback, no
-delegation, no controller, no scheduled change of the world), a run is a fixed recursion over the model's state:
-sources step on flush ticks, arrivals and acks; buffers queue at their workers (Lindley); acks return credits.
+When no Python has to see an event (every source routes with a compiled strategy that takes no feedback, or
+every source runs CG or FISH, whose learning from acks runs here too (`inbox`, `acks`); no controller, no
+scheduled change of the world), a run is a fixed recursion over the model's state: sources step on flush ticks,
+arrivals and acks; buffers queue at their workers (Lindley); acks return credits and what workers measured.
 This module runs exactly the events `simulator.Simulation` runs, in the same (time, priority, order) sequence and
 with the same arithmetic, on the same state: each source's `SourceNode` buffers, credits and input and its
 grouping's `State` (gathered one row per source, and written back at the end by `topo.sim.compiled`), and the
 `WorkerPool` log itself. The helpers it calls are the model's own compiled ones (`topo.model.buffers`,
 `queueing._lindley`); what `SourceNode` does in Python is written here once more, line for line, and
 `tests/test_sim_loop.py` holds the two to the same logs, batch tables and summaries. It returns to Python between
-events only, to report progress or to give its event heap and batch rows more room.
+events only, to report progress or to give its event heap, batch rows or meters' marks more room.
 
 `run_events` is compiled without numba's reference counting (`_nrt=False`), so it allocates nothing: it routes,
 cuts and sums into scratch arrays it is given. With counting, every array that reached an inlined helper was
