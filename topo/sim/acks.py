@@ -84,12 +84,17 @@ def full(m: Meters, marks: int) -> bool:
     return marks > m.cfg_i[4] - m.cfg_i[5]
 
 
+def _kept(m: Meters, w: int) -> np.ndarray:
+    """Where worker w's marks are in its ring, oldest first."""
+    return (m.count[w, 2] + np.arange(m.count[w, 3])) % m.cfg_i[4]
+
+
 def grown(m: Meters) -> Meters:
     """The same meters with twice the room for marks."""
     capacity = int(m.cfg_i[4])
     mark_f, mark_i = np.zeros((len(m.count), 2 * capacity, 2)), np.zeros((len(m.count), 2 * capacity, 2), np.int64)
     for w in range(len(m.count)):
-        order = (m.count[w, 2] + np.arange(m.count[w, 3])) % capacity
+        order = _kept(m, w)
         mark_f[w, : len(order)], mark_i[w, : len(order)] = m.mark_f[w, order], m.mark_i[w, order]
     m.count[:, 2] = 0
     m.cfg_i[4] = 2 * capacity
@@ -98,11 +103,10 @@ def grown(m: Meters) -> Meters:
 
 def unpack(m: Meters, meters: list, busy_s: np.ndarray, delegation: Any, deliveries: int) -> None:
     """Write `m` back into the `AckMeter`s, the simulator's busy seconds and the delegation."""
-    capacity = int(m.cfg_i[4])
     busy_s[:] = m.busy
     for w, meter in enumerate(meters):
         meter.accepted, meter.served, meter.busy_s = int(m.count[w, 0]), int(m.count[w, 1]), float(m.busy[w])
-        order = (m.count[w, 2] + np.arange(m.count[w, 3])) % capacity
+        order = _kept(m, w)
         meter.meter._marks = deque((float(m.mark_f[w, k, 0]), int(m.mark_i[w, k, 0]), float(m.mark_f[w, k, 1]),
                                     int(m.mark_i[w, k, 1])) for k in order.tolist())
         meter.signals = {"increase": int(m.said[w, 0]), "decrease": int(m.said[w, 1])}

@@ -49,12 +49,11 @@ def pack(sim: Any, nodes: list, room: int, mode: int) -> tuple:
     """`loop`'s `fb`: the meters, room for `room` acks per source in its inbox and on the wire, and the state of
     the grouping that learns (empty arrays of the same types for the others, so that one compiled loop serves)."""
     S = len(nodes)
-    if mode == inbox.NONE:
+    if mode == inbox.NONE:  # one idle meter stands in
+        from topo.model import AckMeter
+
         S, room = 1, 1
-        meters = acks.Meters(np.zeros(4), np.array([2, 1, 0, -1, 1, 0], np.int64), np.zeros((1, 4), np.int64),
-                             np.zeros(1), np.zeros((1, 1, 2)), np.zeros((1, 1, 2), np.int64),
-                             np.zeros((1, 2), np.int64), np.zeros(1), np.zeros(1, np.int64),
-                             np.zeros((1, 2), np.int64), np.zeros((1, 1), np.uint8))
+        meters = acks.pack([AckMeter(0, 1.0, 1)], np.zeros(1), None, 1, 0)
     else:
         meters = acks.pack(sim.meters, sim._busy_s, sim.delegation, S, sim.spec.max_pending)
     cg = [node.grouping for node in nodes] if mode == inbox.CG else [stand_in("cg")]
