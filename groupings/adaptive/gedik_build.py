@@ -142,6 +142,81 @@ def _penalty_add(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weight
     return _mean_of(prod, used)
 
 
+@njit(cache=True)
+def _frontier(loads, counted, n, lo1_at, keep, cand):
+    """The channels worth scoring for a key, in channel order, into `cand` (and marked in `keep`): each resource's
+    least-loaded channel (adding there may raise the minimum), and every channel that no lower-numbered one
+    matches or beats on every counted resource. Any other channel, unless it is the key's own, scores no better
+    than an earlier one (rho grows with the loads of the channel added to, and that channel's being least loaded
+    or the key's own only lowers its score), so it can never be the first best: Scan and Redist pick the same
+    channel scoring these only. Returns how many there are."""
+    count = 0
+    for c in range(n):
+        kept = True
+        for i in range(count):
+            e = cand[i]
+            beaten = True
+            for k in range(3):
+                if counted[k] and loads[k, e] > loads[k, c]:
+                    beaten = False
+                    break
+            if beaten:
+                kept = False
+                break
+        for k in range(3):
+            if counted[k] and lo1_at[k] == c:
+                kept = True
+        keep[c] = kept
+        if kept:
+            cand[count] = c
+            count += 1
+    return count
+
+
+@njit(cache=True, inline="always")
+def _score(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, channel, home, m, mbar, uid):
+    """U of key d on `channel` (its old channel `home` costs no migration)."""
+    a = _penalty_add(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, channel)
+    moved = weights[0, d] if channel != home else 0.0
+    return utility(uid, a, (m + moved) / mbar if mbar > 0 else 0.0)
+
+
+@njit(cache=True, inline="always")
+def _best(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, home, m, mbar, uid, scale, keep,
+          cand, count, best_u):
+    """The first channel, among `_frontier`'s and the key's own (in channel order), whose U per unit of `scale`
+    is below `best_u`, and that U; (-1, best_u) when none is."""
+    best = -1
+    own = 0 <= home < n and not keep[home]  # the key's own channel, scored in its place among the frontier's
+    for i in range(count + 1):
+        c = cand[i] if i < count else n
+        if own and home < c:
+            u = _score(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, home, home, m, mbar,
+                       uid) / scale
+            if u < best_u:
+                best, best_u = home, u
+            own = False
+        if i < count:
+            u = _score(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, c, home, m, mbar,
+                       uid) / scale
+            if u < best_u:
+                best, best_u = c, u
+    return best, best_u
+
+
+@njit(cache=True, inline="always")
+def _floor(totals, counted, thetas, n, hi, lo2, weights, d, m, mbar, uid):
+    """A lower bound of U for key d on any channel: adding it leaves the largest load at least `hi` and the
+    smallest at most the second smallest `lo2`, and its migration at least nothing."""
+    prod = 1.0
+    used = 0
+    for k in range(3):
+        if counted[k]:
+            prod *= max(0.0, _spread(hi[k], lo2[k], totals[k] + weights[k, d], thetas[k], n))
+            used += 1
+    return utility(uid, _mean_of(prod, used), m / mbar if mbar > 0 else 0.0)
+
+
 # --- the three construction algorithms (compiled) ---------------------------------------------------------------
 
 
@@ -154,18 +229,15 @@ def _scan(weights, f, old, n, counted, thetas, m0, mbar, uid):
     hi, lo1, lo2 = np.zeros(3), np.zeros(3), np.zeros(3)
     lo1_at = np.zeros(3, np.int64)
     out = np.empty(r, np.int64)
+    keep, cand = np.zeros(n, np.bool_), np.empty(n, np.int64)
     m = m0
     evals = 0
     for d in range(r):
         _summarise(loads, hi, lo1, lo1_at, lo2)
-        evals += n
-        best, best_u = -1, np.inf
-        for channel in range(n):
-            a = _penalty_add(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, channel)
-            moved = weights[0, d] if channel != old[d] else 0.0
-            u = utility(uid, a, (m + moved) / mbar if mbar > 0 else 0.0)
-            if u < best_u:
-                best, best_u = channel, u
+        count = _frontier(loads, counted, n, lo1_at, keep, cand)
+        evals += n  # the algorithm weighs every channel; `_frontier` skips the ones that cannot win
+        best, _ = _best(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, old[d], m, mbar, uid,
+                        1.0, keep, cand, count, np.inf)
         out[d] = best
         if best != old[d]:
             m += weights[0, d]
@@ -185,22 +257,26 @@ def _redist(weights, f, old, n, counted, thetas, m0, mbar, uid):
     lo1_at = np.zeros(3, np.int64)
     out = np.full(r, -1, np.int64)
     placed = np.zeros(r, np.bool_)  # D_c is the keys not placed yet (the pseudocode omits its upkeep)
+    keep, cand = np.zeros(n, np.bool_), np.empty(n, np.int64)
     m = m0
     evals = 0
     for _ in range(r):
         _summarise(loads, hi, lo1, lo1_at, lo2)
+        count = _frontier(loads, counted, n, lo1_at, keep, cand)
         best_d, best_l, best_u = -1, -1, np.inf
         for d in range(r):
             if placed[d]:
                 continue
-            evals += n
+            evals += n  # the algorithm weighs every channel; `_frontier` skips the ones that cannot win
             scale = f[d] if f[d] > 0 else 1e-300
-            for channel in range(n):
-                a = _penalty_add(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, channel)
-                moved = weights[0, d] if channel != old[d] else 0.0
-                u = utility(uid, a, (m + moved) / mbar if mbar > 0 else 0.0) / scale
-                if u < best_u:
-                    best_d, best_l, best_u = d, channel, u
+            # a key whose every placement scores at least the best so far cannot be the first best (the margin
+            # covers a last-bit difference of pow and log1p between the bound and the score)
+            if _floor(totals, counted, thetas, n, hi, lo2, weights, d, m, mbar, uid) / scale * (1 - 1e-9) >= best_u:
+                continue
+            channel, best_u = _best(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, old[d], m,
+                                    mbar, uid, scale, keep, cand, count, best_u)
+            if channel >= 0:
+                best_d, best_l = d, channel
         out[best_d] = best_l
         placed[best_d] = True
         if best_l != old[best_d]:

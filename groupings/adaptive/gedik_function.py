@@ -96,6 +96,8 @@ def make_ring(channels: int, replicas: int) -> Ring:
 
 def moved_share(a: Ring, b: Ring) -> float:
     """Fraction of the ring whose owner differs between two consistent hashes (keys that H_c moves)."""
+    if np.array_equal(a.points, b.points) and np.array_equal(a.owners, b.owners):
+        return 0.0  # the same ring (N unchanged): nothing moves, and merging 2 x 10^5 points costs milliseconds
     union = np.union1d(a.points, b.points)
     owner_a = a.owners[np.searchsorted(a.points, union) % a.points.size]
     owner_b = b.owners[np.searchsorted(b.points, union) % b.points.size]
