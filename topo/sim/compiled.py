@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from topo.sim import acks, feedback, inbox, loop, stacking
+from topo.sim import acks, feedback, gedik, inbox, loop, stacking
 from topo.sim import heap as events
 from topo.sim.pairwise import new_stack
 
@@ -19,20 +19,22 @@ FISH_KERNEL = -1  # `kernel_of`'s answer for FISH, which routes with its own com
 
 def kernel_of(sim: Any) -> int | None:
     """The number (`kernels.KERNELS`) of the compiled kernel every source of `sim` (a `simulator.Simulation`)
-    routes with (`FISH_KERNEL` when every source runs FISH), or None when the run needs the Python loop: a
-    grouping that learns from acks other than CG and FISH (`feedback.mode_of`), a controller, or a change of the
-    world scheduled."""
+    routes with (`FISH_KERNEL` when every source runs FISH, `gedik.GEDIK_KERNEL` when every source runs Gedik's
+    partitioning functions), or None when the run needs the Python loop: a grouping that learns from acks other
+    than CG and FISH (`feedback.mode_of`), a controller other than Gedik's, or a change of the world scheduled."""
     from groupings.compiled.grouping import Grouping
     from groupings.compiled.kernels import KERNELS
 
     spec = sim.spec
-    if sim.controller is not None or sim._by_count or sim.kernel.pending():
+    if sim._by_count or (sim.controller is None and sim.kernel.pending()):
         return None
     if sim.active != sim.pool.workers or len(sim.sources) * sim.pool.workers * spec.max_pending > MAX_RING_CELLS:
         return None
     mode = feedback.mode_of(sim)
     if mode is None:
         return None
+    if sim.controller is not None:
+        return gedik.GEDIK_KERNEL if mode == inbox.NONE and gedik.runs_compiled(sim) else None
     # the states are stacked one row per source: every field must have one shape across the sources
     routers = [feedback.routing(source.node.grouping, mode) for source in sim.sources]
     if len({str(stacking.shapes(router._state)) for router in routers}) != 1:
@@ -69,14 +71,15 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
             np.zeros((S, W), np.int64))
     mode = feedback.mode_of(sim)
     learners = [feedback.routing(node.grouping, mode) for node in nodes]
-    # FISH routes with its own state (`fb`); kg's stands in for the compiled strategies' the loop also takes
-    states = [grouping._state for grouping in learners] if mode != inbox.FISH else [feedback.stand_in("kg")._state]
+    # FISH and Gedik route with their own state (`fb`); kg's stands in for the compiled strategies' the loop takes
+    own = mode == inbox.FISH or kernel == gedik.GEDIK_KERNEL
+    states = [feedback.stand_in("kg")._state] if own else [grouping._state for grouping in learners]
     stack = stacking.stacked(states)
     si = np.zeros((S, 9), np.int64)
     sf = np.zeros((S, 6))
     sf[:, loop.CLOCK] = -np.inf
     sf[:, loop.WAKE_AT] = np.inf
-    g = np.zeros(8, np.int64)
+    g = np.zeros(10, np.int64)
     g[loop.QUEUED] = pool.size
     margin = W * max(1, spec.max_pending) + 4
     cfg_i = np.array([S, W, sim.active, spec.batch_size, spec.max_pending,
@@ -90,8 +93,14 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     scratch = (np.empty(batch, np.int32), np.empty(batch), np.empty(2 * W, np.int64), np.empty(2 * W, np.int64),
                np.empty(2 * W * batch, np.int64), new_stack())
     heap = events.new_heap(2 * margin + 4 * S)  # it grows (between events) as buffers in flight need
-    fb = feedback.pack(sim, nodes, margin, mode)  # (margin: room for every credit of a source's channels)
+    # (margin: room for every credit of a source's channels)
+    controlled = kernel == gedik.GEDIK_KERNEL
+    fb = (*feedback.pack(sim, nodes, margin, mode),
+          gedik.pack([node.grouping for node in nodes], batch) if controlled else gedik.stand_in())
     g[loop.DELIVERIES] = getattr(sim.delegation, "deliveries", 0)
+    if controlled:  # the controller's first period, scheduled before the sources' first steps, moves in
+        at, _, g[loop.ORDER], _, _ = sim.kernel._queue.pop()
+        loop.control_at(heap, g, at)
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
     now = 0.0
     while events.size(heap):
@@ -102,11 +111,20 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
         if mode and acks.full(fb[0], g[loop.MARKS]):
             fb = (acks.grown(fb[0]), *fb[1:])
         queued = pool.size
-        now = loop.run_events(max(kernel, 0), stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pools,
-                              rows, scratch, fb, queued + report_every)
+        now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf,
+                              cfg_i, cfg_f, pools, rows, scratch, fb, queued + report_every)
         pool.size = int(g[loop.QUEUED])
         if g[loop.ERROR]:
             _raise(int(g[loop.ERROR]), int(g[loop.ERROR_AT]), W)
+        if g[loop.CONTROL]:  # `Simulation._control`, on the loop's clock and heap
+            g[loop.CONTROL] = 0
+            sim.control_period(now)
+            if not loop.exhausted(src, si, sf, cfg_i, cfg_f):
+                loop.control_at(heap, g, now + sim.controller.period_s)
+            fb = (*fb[:-1], (fb[-1][0], sim.controller.function().tables))
+        if g[loop.GROW]:
+            g[loop.GROW] = 0
+            fb = (*fb[:-1], gedik.pack([node.grouping for node in nodes], batch))
         if events.size(heap) and sim.progress is not None and pool.size >= queued + report_every:
             sim.progress(pool.size)
     sim.kernel.now = now
@@ -118,10 +136,12 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
         node._buffers._after[:] = src[3][offsets[s] : offsets[s + 1]]
         for name, rows_of in zip(CHANNELS, chan, strict=True):
             _attr(node, name)[:] = rows_of[s]
-        if mode != inbox.FISH:
+        if not own:
             stacking.unstack(stack, states[s], s)
         _write_back(node, si[s], sf[s], *(part[s] for part in ring))
         source._token, source._wake_at = int(si[s, loop.TOKEN]), float(sf[s, loop.WAKE_AT])
+        if controlled:
+            node.grouping.messages = node.routed  # what `GedikGrouping.route` counts: every key it routed
 
 
 # a source's channel arrays, as `loop` takes them: one row per source

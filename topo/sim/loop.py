@@ -25,15 +25,13 @@ import numpy as np
 from numba import njit
 
 import groupings
-from groupings.adaptive.fish_epochs import EpochCounters
-from groupings.adaptive.fish_route import FishState, route_fish
+from groupings.adaptive.fish_route import route_fish
 from groupings.compiled.kernels import route_with
-from groupings.compiled.state import State, Summary
 from groupings.jit import forget_caches_of_another_layout
 from topo.model.buffers import _append, _cut_due_into, channel_state
-from topo.sim import acks, inbox
+from topo.sim import acks, gedik, inbox, stacking
 from topo.sim import heap as events
-from topo.sim.events import ACK, ARRIVE, DONE, SEND
+from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD
 from topo.sim.pairwise import pairwise_sum_with
 from topo.sim.queueing import _lindley
 
@@ -41,14 +39,15 @@ from topo.sim.queueing import _lindley
 _here = Path(__file__).parent
 forget_caches_of_another_layout(_here, also=(_here.parent / "model", Path(groupings.__file__).parent))
 
-# event kinds (an event is (at, priority, order, kind, source, worker, x, y, z, t))
-K_SEND, K_ARRIVE, K_DONE, K_ACK = 0, 1, 2, 3
+# event kinds (an event is (at, priority, order, kind, source, worker, x, y, z, t)); a controller's period ends
+K_SEND, K_ARRIVE, K_DONE, K_ACK, K_CONTROL = 0, 1, 2, 3, 4
 # per-source integer state (si[s, .]) and float state (sf[s, .])
 ROUTED, PENDING, MAX_PENDING, BATCHES, ROUTE_CALLS, ACKS, BLOCKED, TOKEN, WIRED = range(9)
 BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
 # run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value,
-# the most marks a worker's meter kept, signals the delegation delivered
-QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES = range(8)
+# the most marks a worker's meter kept, signals the delegation delivered, a controller's period due in Python,
+# Gedik's counters wanting room
+QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES, CONTROL, GROW = range(10)
 # errors the Python side raises with the simulator's own messages
 E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), the most
@@ -66,30 +65,13 @@ E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # `acks.Meters`, each source's acks landed since its last step (`inbox`), and the acks on their way back when the
 # network has a delay; for CG its map and pairing (`pairing`'s arrays) and tuples sent to each worker
 # (`ConsistentGrouping._sent`); for FISH (fish = (its states stacked, time per tuple told, told or not, and room
-# to average them)) its states, which it routes with instead of `stack`.
+# to average them)) its states, which it routes with instead of `stack`; for Gedik (`gedik.pack`) its counters
+# and tables.
 
 
 @njit(cache=True, inline="always")
 def _part(a, offsets, s):
     return a[offsets[s] : offsets[s + 1]]
-
-
-@njit(cache=True, inline="always")
-def _state(stack, s):
-    # source s's grouping state: the rows of the stacked fields (views, so routing updates the stack)
-    f = stack
-    m = f[7]
-    return State(f[0][s], f[1][s], f[2][s], f[3][s], f[4][s], f[5][s], f[6][s],
-                 Summary(m[0][s], m[1][s], m[2][s], m[3][s], m[4][s], m[5][s], m[6][s], m[7][s], m[8][s], m[9][s],
-                         m[10][s], m[11][s]), f[8][s])
-
-
-@njit(cache=True, inline="always")
-def _fish_state(f, s):
-    # source s's FISH state: the rows of the stacked fields (views)
-    c = f[0]
-    return FishState(EpochCounters(c[0][s], c[1][s], c[2][s], c[3][s], c[4][s], c[5][s], c[6][s], c[7][s]),
-                     f[1][s], f[2][s], f[3][s], f[4][s], f[5][s], f[6][s], f[7][s], f[8][s], f[9][s], f[10][s])
 
 
 @njit(cache=True, inline="always")
@@ -246,9 +228,12 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb
         sf[s, LAG_SUM] += pairwise_sum_with(lag, scratch[5])
     chosen = scratch[0][:take]
     if take and cfg_i[8] == inbox.FISH:
-        route_fish(keys[begin:stop], chosen, _fish_state(fb[10][0], s), now)
+        route_fish(keys[begin:stop], chosen, stacking.fish_row(fb[10][0], s), now)
+    elif take and kernel == gedik.GEDIK_KERNEL:
+        if not gedik.route(keys[begin:stop], chosen, fb[11], s, cfg_i[3]):
+            g[GROW] = 1  # the loop stops after this event for the counters to grow
     elif take:
-        route_with(kernel, keys[begin:stop], chosen, _state(stack, s))
+        route_with(kernel, keys[begin:stop], chosen, stacking.state_row(stack, s))
         if cfg_i[8] == inbox.CG:  # PoRC chose a virtual worker: its owner in the source's map takes the tuple
             owner = fb[4][0]
             for i in range(take):
@@ -342,6 +327,21 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
 
 
 @njit(cache=True)
+def exhausted(src, si, sf, cfg_i, cfg_f):
+    """Whether every source's input is exhausted (`SourceNode.exhausted`)."""
+    for s in range(cfg_i[0]):
+        if not _exhausted(s, src, si, sf, cfg_i, cfg_f):
+            return False
+    return True
+
+
+@njit(cache=True)
+def control_at(heap, g, at):
+    """The controller's next period ends at `at` (`Simulation._control` schedules it so)."""
+    _push(heap, g, at, WORLD, K_CONTROL, 0, 0, 0, 0, 0, 0.0)
+
+
+@njit(cache=True)
 def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
     """Every source plans its first step at 0, as `Simulation.run` does."""
     for s in range(cfg_i[0]):
@@ -351,8 +351,9 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
 @njit(cache=True, _nrt=False)  # no reference counting: nothing here allocates, and every array outlives the call
 def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb,
                report_at):
-    """Run events until none is left, or until (after an event) `report_at` tuples are queued or the heap, the
-    batch rows or the meters' marks may not have room for the next one: the time of the last event."""
+    """Run events until none is left, until a controller's period ends (`CONTROL`), or until (after an event)
+    `report_at` tuples are queued or the heap, the batch rows, the meters' marks or Gedik's counters may not have
+    room for the next one: the time of the last event."""
     delay, margin, signals = cfg_f[2], cfg_i[7], cfg_i[8]
     marks_room = fb[0][1][4] - fb[0][1][5]  # (`acks.full`)
     # room for every push, and every batch row, one event can make
@@ -387,9 +388,12 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
                 _push(heap, g, now + delay, ACK, K_ACK, s, w, 0, 0, 0, 0.0)
             else:
                 _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
-        else:
+        elif kind == K_ACK:
             signal = acks.land(fb[6], fb[7], fb[8], s, fb[9]) if signals else 0
             _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
-        if g[QUEUED] >= report_at:
+        else:
+            g[CONTROL] = 1
+            break
+        if g[QUEUED] >= report_at or g[GROW]:
             break
     return now

@@ -211,13 +211,17 @@ class Simulation:
             self._pause(self.control.resize(self.active, now), now)  # leaving workers hand over their keys
 
     def _control(self) -> None:
-        """A controller period ends: report what the workers did, let it repartition, move the state."""
+        """A controller period ends; the next one is due unless every source is done reading."""
         now = self.kernel.now
+        self.control_period(now)
+        if not all(source.node.exhausted for source in self.sources):
+            self.kernel.schedule(now + self.controller.period_s, self._control, priority=WORLD)
+
+    def control_period(self, now: float) -> None:
+        """A controller period ends at `now`: report what the workers did, let it repartition, move the state."""
         qlen, busy, done = self._control_eye.observe(np.arange(self.pool.workers, dtype=np.int32), now)
         self._see_sent()
         self._pause(self.control.step(now, done, busy, qlen, self.active), now)
-        if not all(source.node.exhausted for source in self.sources):
-            self.kernel.schedule(now + self.controller.period_s, self._control, priority=WORLD)
 
     def _see_sent(self) -> None:
         """The controller learns the keys sent since it last looked (the ones that may have state to move)."""
