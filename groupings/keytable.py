@@ -93,3 +93,44 @@ def rebuild(table: np.ndarray, keys: np.ndarray, n: int) -> None:
         table[i] = EMPTY
     for slot in range(n):
         insert(table, keys, slot)
+
+
+@hot
+def add_new(table: np.ndarray, keys: np.ndarray, count: int, new: np.ndarray) -> tuple[int, int]:
+    """A set of keys: append each key of `new` not held in keys[:count] to keys, indexed, until the index is half
+    full or keys is; (keys held now, how many of `new` were looked at)."""
+    room = min(table.size // 2, keys.size)
+    for j in range(new.size):
+        if count >= room:
+            return count, j
+        key = new[j]
+        if find(table, keys, key) < 0:
+            keys[count] = key
+            insert(table, keys, count)
+            count += 1
+    return count, new.size
+
+
+class KeySet:
+    """The distinct 64-bit keys added so far (numpy's unique over every key added cost about 0.13 s a million)."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._keys = np.empty(max(1, capacity), np.uint64)
+        self._table = new_table(self._keys.size)
+        self.size = 0
+
+    def add(self, new: np.ndarray) -> None:
+        """Add every key of `new` (duplicates allowed)."""
+        new = np.ascontiguousarray(new, dtype=np.uint64)
+        done = 0
+        while done < new.size:
+            self.size, looked = add_new(self._table, self._keys, self.size, new[done:])
+            done += looked
+            if done < new.size:  # full: twice the room, indexed again
+                self._keys = np.concatenate([self._keys, np.empty(self._keys.size, np.uint64)])
+                self._table = new_table(self._keys.size)
+                rebuild(self._table, self._keys, self.size)
+
+    def sorted(self) -> np.ndarray:
+        """The keys held, ascending (what np.unique of every key added gives)."""
+        return np.sort(self._keys[: self.size])

@@ -137,3 +137,15 @@ def test_rebuild_indexes_exactly_the_first_n_slots_of_each_row(entries, n):
         assert keytable.find(table[0], keys[0], keys[0, slot]) == (slot if slot < n else keytable.EMPTY)
         assert keytable.find(table[1], keys[1], keys[1, slot]) == slot
     assert indexed(table[0]) == n and indexed(table[1]) == len(entries)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 40), max_size=300), max_size=6),
+       st.integers(1, 8))
+def test_a_key_set_holds_what_numpys_unique_gives(chunks, capacity):
+    seen = keytable.KeySet(capacity)  # a small start: it grows as keys come
+    for chunk in chunks:
+        seen.add(np.array(chunk, dtype=np.uint64))
+    every = np.concatenate([np.array(c, dtype=np.uint64) for c in chunks]) if chunks else np.zeros(0, np.uint64)
+    assert seen.sorted().dtype == np.uint64
+    assert seen.sorted().tolist() == np.unique(every).tolist() and seen.size == np.unique(every).size

@@ -137,3 +137,26 @@ class OutputBuffers:
         sizes, positions), the buffers in worker order and their positions one after another."""
         return _cut_due(tick, full_only, exhausted, batch_size, credits, self.arrival, self._after, self._head,
                         self._tail, self.held, self.oldest, in_flight, max_in_flight)
+
+
+# `SourceNode`'s flush ticks (k x linger from the start), for compiled callers (the simulator's loop)
+@numba.njit(cache=True, inline="always")
+def tick_after(now, linger):
+    if not linger > 0:
+        return now
+    return (np.floor(now / linger + 1e-9) + 1.0) * linger
+
+
+@numba.njit(cache=True, inline="always")
+def tick_at_or_after(t, linger):
+    if not linger > 0:
+        return t
+    return max(1.0, np.ceil(t / linger - 1e-9)) * linger
+
+
+@numba.njit(cache=True, inline="always")
+def last_tick(now, linger):
+    if not linger > 0:
+        return now
+    k = np.floor(now / linger + 1e-9)
+    return k * linger if k >= 1 else -np.inf

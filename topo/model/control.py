@@ -14,8 +14,7 @@ import numpy as np
 
 from groupings.control import Controller, MigrationLog
 from groupings.feedback import WorkerReport
-
-FRESH_LIMIT = 1 << 20  # keys kept unmerged at most (8 MiB)
+from groupings.keytable import KeySet
 
 
 @dataclass(frozen=True)
@@ -35,25 +34,18 @@ class ControlPeriods:
         self.per_key_s = migration_ms_per_key / 1e3
         self.migrations = MigrationLog()
         self.steps = 0
-        self._seen = np.empty(0, np.uint64)  # distinct keys routed until the last repartition
-        self._fresh: list[np.ndarray] = []  # keys routed since, merged only when a repartition needs them
+        self._seen = KeySet()  # distinct keys routed so far
         self._done = np.zeros(workers, np.int64)
         self._busy = np.zeros(workers)
 
     def see(self, keys: np.ndarray) -> None:
         """Keys routed since the last call (duplicates allowed)."""
-        if keys.size:
-            self._fresh.append(keys)
-            if sum(k.size for k in self._fresh) > FRESH_LIMIT:
-                _ = self.seen  # merge now: repeated keys would otherwise pile up in a run that never moves state
+        self._seen.add(keys)
 
     @property
     def seen(self) -> np.ndarray:
-        """The distinct keys routed so far: the ones that may have state to move."""
-        if self._fresh:
-            self._seen = np.unique(np.concatenate([self._seen, *self._fresh]))
-            self._fresh = []
-        return self._seen
+        """The distinct keys routed so far, ascending: the ones that may have state to move."""
+        return self._seen.sorted()
 
     def totals(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the running totals (tuples done, busy seconds) the last period ended with."""

@@ -62,9 +62,8 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     offsets = np.zeros(S + 1, np.int64)
     np.cumsum([len(node.keys) for node in nodes], out=offsets[1:])
     delayed = bool(sim.delay_s)
-    src = (offsets, np.concatenate([node.keys for node in nodes]), np.concatenate([node.arrival for node in nodes]),
-           np.concatenate([node._buffers._after for node in nodes]),
-           np.concatenate([source.seqs for source in sim.sources]),
+    src = (offsets, _joined([node.keys for node in nodes]), _joined([node.arrival for node in nodes]),
+           _joined([node._buffers._after for node in nodes]), _joined([source.seqs for source in sim.sources]),
            np.empty(offsets[-1] if delayed else 0, np.int64))
     chan = tuple(np.stack([_attr(node, name) for node in nodes]) for name in CHANNELS)
     ring = (np.zeros((S, W, max(1, spec.max_pending)), np.int64), np.zeros((S, W), np.int64),
@@ -79,7 +78,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     sf = np.zeros((S, 6))
     sf[:, loop.CLOCK] = -np.inf
     sf[:, loop.WAKE_AT] = np.inf
-    g = np.zeros(10, np.int64)
+    g = np.zeros(11, np.int64)
     g[loop.QUEUED] = pool.size
     margin = W * max(1, spec.max_pending) + 4
     cfg_i = np.array([S, W, sim.active, spec.batch_size, spec.max_pending,
@@ -103,11 +102,11 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
         loop.control_at(heap, g, at)
     loop.start(heap, g, src, chan, si, sf, cfg_i, cfg_f)
     now = 0.0
-    while events.size(heap):
+    while events.size(heap) or g[loop.RESUME]:
         if events.room(heap) < margin:
             heap = events.grown(heap)
         if len(rows) - g[loop.ROWS] < margin:
-            rows = np.concatenate([rows, np.empty((len(rows), 7))])
+            rows.resize((2 * len(rows), 7), refcheck=False)  # in place (realloc): nothing else holds it yet
         if mode and acks.full(fb[0], g[loop.MARKS]):
             fb = (acks.grown(fb[0]), *fb[1:])
         queued = pool.size
@@ -132,8 +131,9 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     sim.batches = rows[: g[loop.ROWS]]
     feedback.unpack(sim, nodes, fb, mode, int(g[loop.DELIVERIES]))
     for s, (source, node) in enumerate(zip(sim.sources, nodes, strict=True)):
-        node.arrival[:] = src[2][offsets[s] : offsets[s + 1]]  # a saturating source stamps arrivals as it routes
-        node._buffers._after[:] = src[3][offsets[s] : offsets[s + 1]]
+        if S > 1:  # (one source's arrays are the loop's own)
+            node.arrival[:] = src[2][offsets[s] : offsets[s + 1]]  # a saturating source stamps arrivals as it routes
+            node._buffers._after[:] = src[3][offsets[s] : offsets[s + 1]]
         for name, rows_of in zip(CHANNELS, chan, strict=True):
             _attr(node, name)[:] = rows_of[s]
         if not own:
@@ -146,6 +146,11 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
 
 # a source's channel arrays, as `loop` takes them: one row per source
 CHANNELS = ("_buffers._head", "_buffers._tail", "_held", "_oldest", "in_flight", "max_in_flight")
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The sources' arrays one after another; one source's array itself (a copy of 10M tuples costs 0.1 s)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _attr(obj, dotted: str):

@@ -28,7 +28,7 @@ import groupings
 from groupings.adaptive.fish_route import route_fish
 from groupings.compiled.kernels import route_with
 from groupings.jit import forget_caches_of_another_layout
-from topo.model.buffers import _append, _cut_due_into, channel_state
+from topo.model.buffers import _append, _cut_due_into, channel_state, last_tick, tick_after, tick_at_or_after
 from topo.sim import acks, gedik, inbox, stacking
 from topo.sim import heap as events
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD
@@ -46,8 +46,8 @@ ROUTED, PENDING, MAX_PENDING, BATCHES, ROUTE_CALLS, ACKS, BLOCKED, TOKEN, WIRED 
 BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
 # run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value,
 # the most marks a worker's meter kept, signals the delegation delivered, a controller's period due in Python,
-# Gedik's counters wanting room
-QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES, CONTROL, GROW = range(10)
+# Gedik's counters wanting room, and the source (+1) whose step stopped for it, to go on with
+QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES, CONTROL, GROW, RESUME = range(11)
 # errors the Python side raises with the simulator's own messages
 E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), the most
@@ -72,28 +72,6 @@ E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 @njit(cache=True, inline="always")
 def _part(a, offsets, s):
     return a[offsets[s] : offsets[s + 1]]
-
-
-@njit(cache=True, inline="always")
-def _tick_after(now, linger):
-    if not linger > 0:
-        return now
-    return (np.floor(now / linger + 1e-9) + 1.0) * linger
-
-
-@njit(cache=True, inline="always")
-def _tick_at_or_after(t, linger):
-    if not linger > 0:
-        return t
-    return max(1.0, np.ceil(t / linger - 1e-9)) * linger
-
-
-@njit(cache=True, inline="always")
-def _last_tick(now, linger):
-    if not linger > 0:
-        return now
-    k = np.floor(now / linger + 1e-9)
-    return k * linger if k >= 1 else -np.inf
 
 
 @njit(cache=True, inline="always")
@@ -124,13 +102,13 @@ def _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f):
     t = np.inf
     some = False
     if sendable:
-        t = min(t, _tick_after(now, linger))
+        t = min(t, tick_after(now, linger))
         some = True
     if not _exhausted(s, src, si, sf, cfg_i, cfg_f) and not si[s, BLOCKED] and not cfg_i[6]:
         arrival = _part(src[2], src[0], s)
         routed = si[s, ROUTED]
         first = arrival[routed]
-        t = min(t, max(first, _tick_at_or_after(first, linger)))
+        t = min(t, max(first, tick_at_or_after(first, linger)))
         last = min(routed + batch - most, arrival.size) - 1
         t = min(t, arrival[max(last, routed)])
         if not np.isnan(end):
@@ -182,7 +160,7 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
     head, tail, held, oldest, in_flight, max_in_flight = chan
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
     workers, sizes, positions = scratch[2], scratch[3], scratch[4]
-    cut, _ = _cut_due_into(_last_tick(now, linger), full_only, exhausted, batch, credits, _part(src[2], src[0], s),
+    cut, _ = _cut_due_into(last_tick(now, linger), full_only, exhausted, batch, credits, _part(src[2], src[0], s),
                            _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], in_flight[s],
                            max_in_flight[s], workers, sizes, positions)
     sizes_in_flight, first_in_flight, count_in_flight = ring
@@ -231,7 +209,7 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb
         route_fish(keys[begin:stop], chosen, stacking.fish_row(fb[10][0], s), now)
     elif take and kernel == gedik.GEDIK_KERNEL:
         if not gedik.route(keys[begin:stop], chosen, fb[11], s, cfg_i[3]):
-            g[GROW] = 1  # the loop stops after this event for the counters to grow
+            g[GROW] = 1  # the step stops after this call for the counters to grow
     elif take:
         route_with(kernel, keys[begin:stop], chosen, stacking.state_row(stack, s))
         if cfg_i[8] == inbox.CG:  # PoRC chose a virtual worker: its owner in the source's map takes the tuple
@@ -296,8 +274,8 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
         if spout >= 0:
             take = min(take, spout - si[s, PENDING])
         _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb)
-        if g[ERROR]:
-            return
+        if g[ERROR] or g[GROW]:
+            return  # (after GROW the step goes on from its loop's top once the counters have room: `run_events`)
     _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
 
 
@@ -319,7 +297,7 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
     if cfg_i[8]:
         inbox.to_inbox(fb[1], fb[2], fb[3], s, w, signal, size, fb[9])
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
-    due = held[s, w] >= batch or oldest[s, w] <= _last_tick(now, cfg_f[0]) or exhausted
+    due = held[s, w] >= batch or oldest[s, w] <= last_tick(now, cfg_f[0]) or exhausted
     waiting = held[s, w] > 0 and in_flight[s, w] == credits - 1 and due
     # done (nothing held or in flight once the input is exhausted) is asked last: it looks at every channel
     if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held[s], in_flight[s], credits, batch)[0]):
@@ -351,11 +329,20 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
 @njit(cache=True, _nrt=False)  # no reference counting: nothing here allocates, and every array outlives the call
 def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb,
                report_at):
-    """Run events until none is left, until a controller's period ends (`CONTROL`), or until (after an event)
-    `report_at` tuples are queued or the heap, the batch rows, the meters' marks or Gedik's counters may not have
-    room for the next one: the time of the last event."""
+    """Run events until none is left, until a controller's period ends (`CONTROL`), until Gedik's counters may
+    not have room for the next routing call (`GROW`: the step stops there, `RESUME`), or until (after an event)
+    `report_at` tuples are queued or the heap, the batch rows or the meters' marks may not have room for the next
+    one: the time of the last event."""
     delay, margin, signals = cfg_f[2], cfg_i[7], cfg_i[8]
     marks_room = fb[0][1][4] - fb[0][1][5]  # (`acks.full`)
+    if g[RESUME]:  # a step stopped for Gedik's counters to grow goes on (its loop's top repeats nothing done)
+        s = g[RESUME] - 1
+        g[RESUME] = 0
+        _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
+        if g[ERROR] or g[GROW]:
+            g[RESUME] = 0 if g[ERROR] else s + 1
+            return now
+        _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
     # room for every push, and every batch row, one event can make
     while events.size(heap) and events.room(heap) >= margin and rows.shape[0] - g[ROWS] >= margin and (
             g[MARKS] <= marks_room or not signals):
@@ -368,6 +355,9 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
             sf[s, WAKE_AT] = np.inf
             _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
             if g[ERROR]:
+                return now
+            if g[GROW]:
+                g[RESUME] = s + 1
                 return now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
         elif kind == K_ARRIVE:
@@ -394,6 +384,6 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
         else:
             g[CONTROL] = 1
             break
-        if g[QUEUED] >= report_at or g[GROW]:
+        if g[QUEUED] >= report_at:
             break
     return now
