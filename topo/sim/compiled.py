@@ -78,7 +78,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     sf = np.zeros((S, 6))
     sf[:, loop.CLOCK] = -np.inf
     sf[:, loop.WAKE_AT] = np.inf
-    g = np.zeros(11, np.int64)
+    g = np.zeros(10, np.int64)
     g[loop.QUEUED] = pool.size
     margin = W * max(1, spec.max_pending) + 4
     cfg_i = np.array([S, W, sim.active, spec.batch_size, spec.max_pending,
@@ -121,8 +121,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
             if not loop.exhausted(src, si, sf, cfg_i, cfg_f):
                 loop.control_at(heap, g, now + sim.controller.period_s)
             fb = (*fb[:-1], (fb[-1][0], sim.controller.function().tables))
-        if g[loop.GROW]:
-            g[loop.GROW] = 0
+        if g[loop.RESUME]:  # a step stopped for Gedik's counters to grow
             fb = (*fb[:-1], gedik.pack([node.grouping for node in nodes], batch))
         if events.size(heap) and sim.progress is not None and pool.size >= queued + report_every:
             sim.progress(pool.size)

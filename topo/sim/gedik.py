@@ -5,7 +5,7 @@ counters, as `GedikGrouping.route` does. In the loop the sources' counters are o
 each grouping's counter is pointed at its rows, so the controller reads them live when the loop hands a period
 over to Python (`compiled.run`), and nothing is copied back at the end. The loop allocates nothing, so the counters
 get their room beforehand: after each routing call a source whose counters could not take another batch of new
-keys asks for more (`GROW`), and the loop stops between events for `pack` to grow them. Growing sooner than
+keys stops there (`loop.RESUME`), and `pack` grows them before the step goes on. Growing sooner than
 `GedikGrouping.route` (which grows once a counter is full) keeps the same entries in the same order: a counter's
 capacity is not part of what it counts.
 """
@@ -40,15 +40,12 @@ def runs_compiled(sim: Any) -> bool:
 def pack(groupings: list, batch: int) -> tuple:
     """`loop`'s Gedik part of `fb`: (the groupings' counters stacked, one row per source, with room for `batch`
     new keys in each; the controller's current tables). The counters of `groupings` then count into the stack."""
-    needed = max(int(g.counter.lossy.meta[:, SIZE].max()) for g in groupings) + batch
+    # one capacity for all (Python routing may have grown some already, each by doublings of the same start)
+    room = max(max(int(g.counter.lossy.meta[:, SIZE].max()) for g in groupings) + batch,
+               max(g.counter.lossy.keys.shape[1] for g in groupings))
     for g in groupings:
-        while g.counter.lossy.keys.shape[1] < needed:
+        while g.counter.lossy.keys.shape[1] < room:
             g.counter.lossy = grown(g.counter.lossy)
-    if len({g.counter.lossy.keys.shape for g in groupings}) != 1:  # grown at different times by Python routing
-        most = max(g.counter.lossy.keys.shape[1] for g in groupings)
-        for g in groupings:
-            while g.counter.lossy.keys.shape[1] < most:
-                g.counter.lossy = grown(g.counter.lossy)
     stack = stacking.stacked([g.counter.lossy for g in groupings])
     for s, g in enumerate(groupings):
         g.counter.lossy = Lossy(*(rows[s] for rows in stack))

@@ -46,8 +46,8 @@ ROUTED, PENDING, MAX_PENDING, BATCHES, ROUTE_CALLS, ACKS, BLOCKED, TOKEN, WIRED 
 BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
 # run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value,
 # the most marks a worker's meter kept, signals the delegation delivered, a controller's period due in Python,
-# Gedik's counters wanting room, and the source (+1) whose step stopped for it, to go on with
-QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES, CONTROL, GROW, RESUME = range(11)
+# and the source (+1) whose step stopped for Gedik's counters to grow, to go on with once they have
+QUEUED, PROCESSED, ORDER, ROWS, ERROR, ERROR_AT, MARKS, DELIVERIES, CONTROL, RESUME = range(10)
 # errors the Python side raises with the simulator's own messages
 E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # cfg_i: sources, pool, active, batch size, credits, spout pending (-1: none), saturating (0/1), the most
@@ -209,7 +209,7 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb
         route_fish(keys[begin:stop], chosen, stacking.fish_row(fb[10][0], s), now)
     elif take and kernel == gedik.GEDIK_KERNEL:
         if not gedik.route(keys[begin:stop], chosen, fb[11], s, cfg_i[3]):
-            g[GROW] = 1  # the step stops after this call for the counters to grow
+            g[RESUME] = s + 1  # the step stops after this call for the counters to grow
     elif take:
         route_with(kernel, keys[begin:stop], chosen, stacking.state_row(stack, s))
         if cfg_i[8] == inbox.CG:  # PoRC chose a virtual worker: its owner in the source's map takes the tuple
@@ -274,8 +274,8 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
         if spout >= 0:
             take = min(take, spout - si[s, PENDING])
         _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb)
-        if g[ERROR] or g[GROW]:
-            return  # (after GROW the step goes on from its loop's top once the counters have room: `run_events`)
+        if g[ERROR] or g[RESUME]:
+            return  # (after RESUME the step goes on from its loop's top once the counters have room: `run_events`)
     _send_due(s, now, False, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
 
 
@@ -330,7 +330,7 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
 def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb,
                report_at):
     """Run events until none is left, until a controller's period ends (`CONTROL`), until Gedik's counters may
-    not have room for the next routing call (`GROW`: the step stops there, `RESUME`), or until (after an event)
+    not have room for the next routing call (the step stops there: `RESUME`), or until (after an event)
     `report_at` tuples are queued or the heap, the batch rows or the meters' marks may not have room for the next
     one: the time of the last event."""
     delay, margin, signals = cfg_f[2], cfg_i[7], cfg_i[8]
@@ -339,8 +339,7 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
         s = g[RESUME] - 1
         g[RESUME] = 0
         _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
-        if g[ERROR] or g[GROW]:
-            g[RESUME] = 0 if g[ERROR] else s + 1
+        if g[ERROR] or g[RESUME]:
             return now
         _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
     # room for every push, and every batch row, one event can make
@@ -354,10 +353,7 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
                 continue  # replaced by an earlier wake-up
             sf[s, WAKE_AT] = np.inf
             _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
-            if g[ERROR]:
-                return now
-            if g[GROW]:
-                g[RESUME] = s + 1
+            if g[ERROR] or g[RESUME]:
                 return now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
         elif kind == K_ARRIVE:
