@@ -188,8 +188,8 @@ class Wire:
 
     def close(self) -> None:
         """Stop listening and drop every connection (as the process's death would); its reader thread ends."""
-        self._closed = True
-        with self._lock:
+        with self._lock:  # (with `_accept`: a connection accepted while closing is closed too, not kept open)
+            self._closed = True
             connections = [key.data for key in self._selector.get_map().values() if key.data is not None]
         for connection in connections:
             self._close(connection)
@@ -223,7 +223,10 @@ class Wire:
             sock.close()
             return
         with self._lock:
-            self._selector.register(sock, selectors.EVENT_READ, _Connection(sock))
+            if not self._closed:
+                self._selector.register(sock, selectors.EVENT_READ, _Connection(sock))
+                return
+        sock.close()  # closing: the peer must see this process gone
 
     def _dispatch(self, connection: _Connection, message: tuple) -> None:
         kind = message[0]
