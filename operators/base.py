@@ -9,7 +9,7 @@ hot path); `merge` never changes its inputs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,20 @@ class Operator(ABC):
             self.update(self.empty(), keys[lo:hi], None if vals is None else vals[lo:hi])
             for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)
         ]
+
+    def merges_to(self, states: Sequence[State], whole: State) -> bool:
+        """Whether the states merged hold what `whole` holds (an operator may check it without the merge)."""
+        return self.equal(self.merge(states), whole)
+
+    def judge(self, chunks: Iterable[tuple], n: int) -> tuple[list[State], State]:
+        """The states of all n workers and the exact state, from the tuples a chunk at a time: (key hashes, worker,
+        values or None) each. This default joins the chunks and takes `from_grouped` and `exact` of the whole; an
+        operator whose states do not depend on how the tuples are cut folds each chunk as it comes."""
+        parts = list(chunks) or [(np.empty(0, np.uint64), np.empty(0, np.int64), None)]
+        key_hash = np.concatenate([as_key_hashes(p[0]) for p in parts])
+        worker = np.concatenate([p[1] for p in parts])
+        values = None if parts[0][2] is None else np.concatenate([p[2] for p in parts])
+        return self.from_grouped(key_hash, worker, n, values), self.exact(key_hash, values)
 
     def summary(self, state: State) -> dict:
         """Small JSON-ready facts about a state, for run summaries."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from operators.base import Operator, as_key_hashes, group_by_worker, read_only
 
 _MIN_COMPACT = 1 << 16  # buffered tuples that always justify a compaction
+_MIN_COUNTED = 1 << 12  # buffered counted keys that do (a run's outcome keeps a state per worker: thousands)
 
 
 def _count_sorted(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -33,12 +34,13 @@ def _sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.nd
 class WordCountState:
     """Counts per key hash: sorted unique `keys` and their `counts`, plus tuples buffered since compaction."""
 
-    __slots__ = ("_keys", "_counts", "_pending", "_pending_n")
+    __slots__ = ("_keys", "_counts", "_pending", "_pending_n", "_counted")
 
     def __init__(self, keys: np.ndarray | None = None, counts: np.ndarray | None = None) -> None:
         self._keys = np.empty(0, dtype=np.uint64) if keys is None else keys
         self._counts = np.empty(0, dtype=np.int64) if counts is None else counts
         self._pending: list[np.ndarray] = []
+        self._counted: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted keys, counts) added already counted
         self._pending_n = 0
 
     def add(self, key_hash: np.ndarray) -> None:
@@ -51,17 +53,29 @@ class WordCountState:
         if self._pending_n >= max(self._keys.size, _MIN_COMPACT):
             self.compact()
 
+    def add_counted(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        """Buffer distinct key hashes with their counts (copied), as `add` buffers tuples."""
+        if keys.size == 0:
+            return
+        self._counted.append((np.array(keys, dtype=np.uint64), np.array(counts, dtype=np.int64)))
+        self._pending_n += keys.size
+        if self._pending_n >= max(self._keys.size, _MIN_COUNTED):
+            self.compact()
+
     def compact(self) -> None:
         """Fold the buffered tuples into the sorted table (the value of the state does not change)."""
-        if not self._pending:
+        if not self._pending and not self._counted:
             return
-        batch_keys, batch_counts = _count_sorted(np.sort(np.concatenate(self._pending)))
-        if self._keys.size:
-            batch_keys, batch_counts = _sum_by_key(
-                np.concatenate((self._keys, batch_keys)), np.concatenate((self._counts, batch_counts))
-            )
+        parts = list(self._counted)
+        if self._pending:
+            parts.append(_count_sorted(np.sort(np.concatenate(self._pending))))
+        if len(parts) == 1 and not self._keys.size:
+            batch_keys, batch_counts = parts[0]
+        else:
+            batch_keys, batch_counts = _sum_by_key(np.concatenate([self._keys, *(k for k, _ in parts)]),
+                                                   np.concatenate([self._counts, *(c for _, c in parts)]))
         self._keys, self._counts = batch_keys, batch_counts
-        self._pending, self._pending_n = [], 0
+        self._pending, self._counted, self._pending_n = [], [], 0
 
     @property
     def keys(self) -> np.ndarray:
@@ -105,6 +119,17 @@ class WordCount(Operator):
         counts = np.concatenate([s.counts for s in states])
         return WordCountState(*_sum_by_key(keys, counts))
 
+    def merges_to(self, states: Sequence[WordCountState], whole: WordCountState) -> bool:
+        """Whether the states' counts add up to `whole`'s, key by key, without building their merge (at 1,000
+        workers the merge's concatenated tables took more memory than the rest of a run's outputs)."""
+        keys, total = whole.keys, np.zeros(whole.keys.size, np.int64)
+        for state in states:
+            at = np.searchsorted(keys, state.keys)
+            if at.size and (at[-1] >= keys.size or not np.array_equal(keys[at], state.keys)):
+                return False  # a key the whole never saw
+            np.add.at(total, at, state.counts)
+        return bool(np.array_equal(total, whole.counts))
+
     def distinct_keys(self, state: WordCountState) -> int:
         """Number of keys with a count."""
         return int(state.keys.size)
@@ -133,6 +158,23 @@ class WordCount(Operator):
         order, offsets = group_by_worker(worker, n)
         keys, counts, bounds = count_runs(key_hash[order], offsets)
         return [WordCountState(keys[lo:hi], counts[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def judge(self, chunks: Iterable[tuple], n: int) -> tuple[list[WordCountState], WordCountState]:
+        """`Operator.judge` a chunk at a time: counts add up in any order, so each chunk's counts per worker (one
+        grouping pass and one sort per worker, as `from_grouped`) join the states as they come."""
+        from operators.runs import count_runs
+
+        states, whole = [self.empty() for _ in range(n)], self.empty()
+        for key_hash, worker, _ in chunks:
+            key_hash = as_key_hashes(key_hash)
+            if len(worker) != key_hash.size:
+                raise ValueError(f"worker has {len(worker)} entries for {key_hash.size} tuples")
+            order, offsets = group_by_worker(worker, n)
+            keys, counts, bounds = count_runs(key_hash[order], offsets)
+            for w in np.flatnonzero(np.diff(bounds)).tolist():
+                states[w].add_counted(keys[bounds[w] : bounds[w + 1]], counts[bounds[w] : bounds[w + 1]])
+            whole.add_counted(*_count_sorted(np.sort(key_hash)))
+        return states, whole
 
     def count_of(self, state: WordCountState, key_hash: np.ndarray) -> np.ndarray:
         """Count of each given key hash in the state (0 for keys it does not hold)."""

@@ -13,7 +13,6 @@ from topo.results import rundir
 from topo.results.metrics import (
     RunResult,
     TupleLog,
-    WorkerTimeline,
     imbalance,
     latency_stats,
     replication,
@@ -21,6 +20,7 @@ from topo.results.metrics import (
     timeseries,
     write_outputs,
 )
+from topo.results.passes import sampled, worker_loads
 from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 CONTRACT = SUMMARY_KEYS
@@ -148,11 +148,14 @@ def test_empty_log():
     assert timeseries(empty, 1).num_rows == 0
 
 
-def test_timeline_sorts_unordered_input_and_answers_by_bisection():
-    line = WorkerTimeline.of(np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([2.0, 1.0]))
-    assert line.queue_length(np.array([0.5, 1.0, 1.5, 2.0])).tolist() == [1, 1, 1, 0]
-    assert line.busy_until(np.array([0.5, 1.5, 5.0])).tolist() == [0.5, 1.5, 2.0]
-    assert line.busy_s == 2.0 and line.tuples == 2
+def test_an_unordered_log_is_sorted_per_worker_first():
+    log = TupleLog(np.arange(2), np.zeros(2, np.int32), np.zeros(2, np.int32), np.array([1.0, 0.0]),
+                   np.array([1.0, 0.0]), np.array([1.0, 0.0]), np.array([2.0, 1.0]))
+    loads = worker_loads(log, 1)
+    assert loads.runs is not None and loads.tuples.tolist() == [2] and loads.busy_s.tolist() == [2.0]
+    enqueued, finished, busy = sampled(log, loads, np.array([0.5, 1.0, 1.5, 2.0, 5.0]))
+    assert (enqueued - finished)[0].tolist() == [1, 1, 1, 0, 0]
+    assert busy[0].tolist() == [0.5, 1.0, 1.5, 2.0, 2.0]
 
 
 def test_log_arrays_must_have_equal_length():
@@ -185,27 +188,57 @@ def test_the_run_directory_module_declares_the_pinned_contract():
     assert set(rundir.LATENCY_KEYS) == LATENCY_KEYS and set(rundir.WORKER_KEYS) == WORKER_KEYS
 
 
-def test_queue_max_is_the_most_held_at_any_enqueue_instant():
-    """The one-pass count agrees with counting by binary search at every enqueue time (ties and zero service)."""
-    from topo.results.metrics import WorkerTimeline
+def _alone(enqueue, start, finish):
+    """One worker by the definitions: its columns sorted, busy seconds before each tuple, and the counts by time."""
+    e, st, f = np.sort(enqueue), np.sort(start), np.sort(finish)
+    busy = np.concatenate(([0.0], np.cumsum(f - st)))
 
+    def at(t):
+        done = np.searchsorted(f, t, side="right")
+        held = np.searchsorted(e, t, side="right") - done
+        partial = np.where(done < len(f), np.maximum(t - st[np.minimum(done, len(f) - 1)] if len(f) else 0.0, 0.0),
+                           0.0)
+        return held, done, busy[done] + partial
+
+    return e, busy, at
+
+
+def _fifo_log(rng, n, workers, rep):
+    # FIFO workers fed at sorted enqueue times (ties and zero service when asked): the simulator's kind of log
+    enqueue = np.sort(np.round(rng.random(n) * 100, rep % 3))
+    worker = rng.integers(0, workers, n).astype(np.int32)
+    start, finish, free = np.empty(n), np.empty(n), np.zeros(workers)
+    for i in range(n):
+        start[i] = max(enqueue[i], free[worker[i]])
+        finish[i] = free[worker[i]] = start[i] + (rng.random() * 2 if rep % 2 else 0.0)
+    return TupleLog(np.arange(n), np.zeros(n, np.int32), worker, enqueue, enqueue, start, finish)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_queue_max_is_the_most_held_at_any_enqueue_instant(chunk, monkeypatch):
+    """The chunked pass agrees with counting by binary search at every enqueue time (ties and zero service), however
+    the log is cut into chunks."""
+    from topo.results import passes
+
+    monkeypatch.setattr(passes, "CHUNK", chunk)
     rng = np.random.default_rng(0)
-    for n in (0, 1, 7, 300, 5000):
+    for n in (0, 1, 7, 300, 2000):
         for rep in range(6):
-            enqueue = np.sort(np.round(rng.random(n) * 100, rep % 3))
-            start, finish, free = np.empty(n), np.empty(n), 0.0
-            for i in range(n):
-                start[i] = max(enqueue[i], free)
-                finish[i] = free = start[i] + (rng.random() * 2 if rep % 2 else 0.0)
-            line = WorkerTimeline.of(enqueue, start, finish)
-            expected = int(line.queue_length(line.enqueue).max()) if n else 0
-            assert line.queue_max() == expected
+            log = _fifo_log(rng, n, 3, rep)
+            loads = worker_loads(log, 3)
+            assert loads.runs is None
+            for w in range(3):
+                mine = log.worker == w
+                e, busy, at = _alone(log.enqueue_s[mine], log.start_s[mine], log.finish_s[mine])
+                assert loads.queue_max[w] == (int(at(e)[0].max()) if len(e) else 0)
+                assert loads.tuples[w] == mine.sum() and loads.busy_s[w] == busy[-1]
 
 
-def test_timelines_sample_every_worker_as_one_worker_alone_would():
-    """The packed timelines and their one-pass sampling give each worker what its own timeline gives: sorted
-    columns, busy time, queue length, utilization and tuples done, also for unsorted logs and idle workers."""
-    from topo.results.metrics import TupleLog, WorkerTimeline, timelines
+@pytest.mark.parametrize("chunk", [5, 1 << 20])
+def test_the_time_series_of_every_worker_is_what_its_own_tuples_give(chunk, monkeypatch):
+    """Queue length, utilization and tuples done of each worker at every sample are what its own sorted columns
+    give by bisection, for unsorted logs (sorted once), in-order logs cut into chunks, and idle workers."""
+    from topo.results import passes
 
     rng = np.random.default_rng(11)
     n = 3000
@@ -214,20 +247,39 @@ def test_timelines_sample_every_worker_as_one_worker_alone_would():
     enqueue = rng.random(n) * 5
     start = enqueue + rng.random(n)
     finish = start + rng.random(n) * 0.05
-    log = TupleLog(np.arange(n), np.zeros(n, np.int32), worker, enqueue - 0.1, enqueue, start, finish)
-    lines = timelines(log, 7)
-    ts = timeseries(log, 7, 0.25, worker_timelines=lines).to_pydict()
-    t = np.unique(ts["t_s"])
-    for w, line in enumerate(lines):
-        mine = worker == w
-        alone = WorkerTimeline.of(enqueue[mine], start[mine], finish[mine])
-        for name in ("enqueue", "start", "finish", "busy_before"):
-            assert np.array_equal(getattr(line, name), getattr(alone, name))
-        rows = np.asarray(ts["worker"]) == w
-        assert np.array_equal(np.asarray(ts["queue_len"])[rows], alone.queue_length(t))
-        assert np.array_equal(np.asarray(ts["processed"])[rows], alone.processed(t))
-        busy = alone.busy_until(np.concatenate(([log.arrival_s.min()], t)))
-        assert np.array_equal(np.asarray(ts["utilization"])[rows], np.diff(busy) / 0.25)
-    assert lines[2].tuples == 0 and not any(np.asarray(ts["processed"])[np.asarray(ts["worker"]) == 2])
-    # timelines made one by one sample the same
-    assert timeseries(log, 7, 0.25, worker_timelines=list(lines)).equals(timeseries(log, 7, 0.25))
+    unsorted = TupleLog(np.arange(n), np.zeros(n, np.int32), worker, enqueue - 0.1, enqueue, start, finish)
+    in_order = _fifo_log(rng, n, 7, 1)
+    whole = {id(log): timeseries(log, 7, 0.25).to_pydict() for log in (unsorted, in_order)}
+    monkeypatch.setattr(passes, "CHUNK", chunk)
+    for log in (unsorted, in_order):
+        ts = timeseries(log, 7, 0.25).to_pydict()
+        t = np.unique(ts["t_s"])
+        first = log.arrival_s.min()
+        for w in range(7):
+            mine = log.worker == w
+            _, busy, at = _alone(log.enqueue_s[mine], log.start_s[mine], log.finish_s[mine])
+            held, done, _ = at(t)
+            rows = np.asarray(ts["worker"]) == w
+            assert np.array_equal(np.asarray(ts["queue_len"])[rows], held)
+            assert np.array_equal(np.asarray(ts["processed"])[rows], done)
+            busy_at = at(np.concatenate(([first], t)))[2]
+            assert np.array_equal(np.asarray(ts["utilization"])[rows], np.diff(busy_at) / 0.25)
+        assert ts == whole[id(log)]  # the same series however the log is cut
+    idle = np.asarray(timeseries(unsorted, 7, 0.25)["worker"]) == 2
+    assert not any(np.asarray(timeseries(unsorted, 7, 0.25)["processed"])[idle])
+
+
+@pytest.mark.parametrize("chunk", [4, 7, 1 << 20])
+def test_every_step_th_row_whatever_the_chunks(chunk, monkeypatch):
+    from topo.results import passes
+
+    monkeypatch.setattr(passes, "CHUNK", chunk)
+    rng = np.random.default_rng(4)
+    log = _fifo_log(rng, 50, 3, 1)
+    for step in (1, 3, 7, 60):
+        thin = log.every(step)
+        assert np.array_equal(thin.seq, log.seq[::step]) and np.array_equal(thin.finish_s, log.finish_s[::step])
+        assert np.array_equal(thin.latency_ms, log.latency_ms[::step])
+    empty = TupleLog(*(c[:0] for c in (log.seq, log.source, log.worker, log.arrival_s, log.enqueue_s, log.start_s,
+                                       log.finish_s)))
+    assert len(empty.every(3)) == 0

@@ -127,7 +127,30 @@ def test_key_copies_are_the_routings_whichever_way_they_are_counted(name):
     worker = rng.integers(0, 6, keys.size)
     worker[worker == 4] = 5  # worker 4 gets nothing
     values = rng.integers(0, 3, keys.size) if name == "naivebayes" else None
-    per_worker, total, exact = operator_outcome(name, keys, worker, 7, values)
+
+    def chunks(cut, end=keys.size):  # the tuples `cut` at a time, as a run's log gives them
+        return lambda: ((keys[a : min(a + cut, end)], worker[a : min(a + cut, end)],
+                         None if values is None else values[a : min(a + cut, end)]) for a in range(0, end, cut))
+
+    per_worker, total, exact = operator_outcome(name, chunks(keys.size), 7)
     assert (per_worker, total) == distinct_keys_per_worker(keys, worker, 7)
     assert per_worker[4] == per_worker[6] == 0 and exact
-    assert operator_outcome(name, keys[:0], worker[:0], 3, None if values is None else values[:0])[:2] == ([0] * 3, 0)
+    assert operator_outcome(name, chunks(997), 7) == (per_worker, total, exact)  # however the tuples are cut
+    assert operator_outcome(name, chunks(10, end=0), 3)[:2] == ([0] * 3, 0)
+    # the states judged a chunk at a time are the ones judged from the whole (a word count folds each chunk)
+    op = operators.make(name)
+    whole_states, whole = op.judge(chunks(keys.size)(), 7)
+    states, exact_state = op.judge(chunks(1234)(), 7)
+    assert all(op.equal(a, b) for a, b in zip(states, whole_states, strict=True)) and op.equal(exact_state, whole)
+
+
+def test_a_word_count_checks_its_merge_without_building_it():
+    op = WordCount()
+    keys = np.array([5, 7, 7, 9, 9, 9], np.uint64)
+    whole = op.exact(keys)
+    states = op.from_grouped(keys, np.array([0, 1, 0, 1, 1, 0]), 3)
+    assert op.merges_to(states, whole) and op.merges_to(states, whole) == op.equal(op.merge(states), whole)
+    assert not op.merges_to(states, op.exact(keys[:-1]))  # a count off by one
+    assert not op.merges_to([*states, op.exact(np.array([11], np.uint64))], whole)  # a key the whole never saw
+    assert not op.merges_to([*states, op.exact(np.array([1], np.uint64))], whole)  # one below every key
+    assert op.merges_to([], op.empty()) and not op.merges_to([], whole)

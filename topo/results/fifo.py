@@ -1,30 +1,36 @@
-"""What a run's summary asks of the per-tuple log in compiled passes: each worker's tuples together, and a FIFO
-worker's largest queue. At 10M tuples a sort and gathers, and two binary searches per tuple, took most of the
-summary's time. Loaded only when a summary is made."""
+"""What a run's summary asks of the per-tuple log, in compiled passes over it one chunk at a time: each worker's
+tuples, busy time and largest queue (`fold`), and its queue, busy time and tuples done at sample times (`sample`).
+
+A FIFO worker's enqueue, start and finish times never go back, so a pass carries a few numbers per worker from one
+chunk to the next (and, for the largest queue, the finish times of the tuples still queued) and never needs the
+whole log at once. A log whose workers' times are not in order (an engine that logs in service order) is passed as
+one chunk with each worker's columns sorted (`split_by_worker`, `sort_runs`). Loaded only when a summary is made.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True)
-def queue_max(enqueue, finish):
-    """Max over the enqueue times t of (tuples enqueued by t) - (tuples finished by t), both sorted."""
-    best = 0
-    done = 0
-    n = enqueue.size
-    for i in range(n):
-        t = enqueue[i]
-        if i + 1 < n and enqueue[i + 1] == t:
-            continue  # the tuples enqueued at the same instant count together, at the last of them
-        while done < finish.size and finish[done] <= t:
-            done += 1
-        best = max(best, i + 1 - done)
-    return best
+# fold's integer state per worker: tuples so far, tuples finished by the last enqueue instant, largest queue, and
+# the queue after the last enqueue (counted once the instant's last tuple is known); its float state: busy
+# seconds, and the last enqueue, start and finish seen (the order check)
+TUPLES, DONE, BEST, CANDIDATE = range(4)
+BUSY, LAST_ENQUEUE, LAST_START, LAST_FINISH = range(4)
+# sample's integer state per worker: tuples enqueued, tuples finished, next sample of each; float: busy seconds
+ENQUEUED, FINISHED, NEXT_ENQUEUE, NEXT_FINISH = range(4)
 
 
-@njit(cache=True)
+def fold_state(workers: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`fold`'s state before the first chunk: (integers, floats, carried finish times, their bounds)."""
+    ints = np.zeros((workers, 4), np.int64)
+    ints[:, CANDIDATE] = -1
+    floats = np.full((workers, 4), -np.inf)
+    floats[:, BUSY] = 0.0
+    return ints, floats, np.empty(0), np.zeros(workers + 1, np.int64)
+
+
+@njit(cache=True, nogil=True)
 def split_by_worker(worker, workers, enqueue, start, finish):
     """Each worker's tuples together, in log order within a worker (a stable counting sort): the three columns
     rearranged, and the workers' bounds in them."""
@@ -42,9 +48,9 @@ def split_by_worker(worker, workers, enqueue, start, finish):
     return out[0], out[1], out[2], bounds
 
 
-@njit(cache=True)
-def _sort_runs(column, bounds):
-    # each worker's run sorted in place, unless it already is (engines that log in service order)
+@njit(cache=True, nogil=True)
+def sort_runs(column, bounds):
+    """Each worker's run of the column sorted in place, unless it already is."""
     for w in range(bounds.size - 1):
         a, b = bounds[w], bounds[w + 1]
         for i in range(a + 1, b):
@@ -53,75 +59,88 @@ def _sort_runs(column, bounds):
                 break
 
 
-@njit(cache=True, nogil=True)  # (a run's outputs build it while another thread judges the operator's outcome)
-def timelines_of(worker, workers, enqueue, start, finish):
-    """Every worker's timeline at once: its tuples together (`split_by_worker`), each of its three columns sorted,
-    and its running busy time. (enqueue, start, finish, busy, bounds): worker w's tuples are [bounds[w],
-    bounds[w + 1]) of the columns, and its busy seconds before its k-th tuple busy[bounds[w] + w + k], k = 0..n_w
-    (one more entry per worker than it has tuples)."""
-    enqueue, start, finish, bounds = split_by_worker(worker, workers, enqueue, start, finish)
-    for column in (enqueue, start, finish):
-        _sort_runs(column, bounds)
-    busy = np.empty(worker.size + workers)
-    for w in range(workers):
-        a, b = bounds[w], bounds[w + 1]
-        base, total = a + w, 0.0
-        busy[base] = 0.0
-        for k in range(a, b):
-            total += finish[k] - start[k]  # numpy's cumsum of the service times, one after another
-            busy[base + 1 + k - a] = total
-    return enqueue, start, finish, busy, bounds
-
-
-@njit(cache=True, inline="always")
-def _right(values, lo, hi, v):
-    # numpy's searchsorted(values[lo:hi], v, side="right"): how many of them are <= v
-    low, high = lo, hi
-    while low < high:
-        mid = (low + high) >> 1
-        if values[mid] <= v:
-            low = mid + 1
-        else:
-            high = mid
-    return low - lo
-
-
-@njit(cache=True, inline="always")
-def _busy_at(start, busy, a, n, base, done, t):
-    # busy seconds by t of a FIFO worker that finished `done` tuples by then: the one after them is the only one
-    # that can be in service
-    if done >= n:
-        return busy[base + done] + 0.0
-    return busy[base + done] + max(t - start[a + done], 0.0)
-
-
-@njit(cache=True)
-def busy_until(start, finish, busy, t):
-    """One worker's cumulative busy seconds at each time in t (its columns sorted, busy[k] before its k-th tuple)."""
-    out = np.empty(t.size)
-    for j in range(t.size):
-        out[j] = _busy_at(start, busy, 0, finish.size, 0, _right(finish, 0, finish.size, t[j]), t[j])
-    return out
-
-
-@njit(cache=True)
-def sample(enqueue, start, finish, busy, bounds, t, first, interval_s):
-    """Every worker's queue length, utilization over the interval before, and tuples processed at each sample time
-    t (sorted, each closing an interval of `interval_s` from `first`), from `timelines_of`'s arrays: (queue,
-    utilization, processed), one row per worker."""
+@njit(cache=True, nogil=True)
+def fold(enqueue, start, finish, bounds, ints, floats, carry, carry_bounds):
+    """Add a chunk (split by worker) to each worker's tuples, busy seconds and largest queue. Returns the finish
+    times of the tuples still queued after it (for the next chunk) and their bounds; False when some worker's times
+    go back (the state is then spoilt: start over with the log's columns sorted per worker)."""
     workers = bounds.size - 1
-    queue = np.empty((workers, t.size), np.int64)
-    utilization = np.empty((workers, t.size))
-    done = np.empty((workers, t.size), np.int64)
+    out = np.empty(carry.size + enqueue.size)
+    out_bounds = np.zeros(workers + 1, np.int64)
+    n = 0
     for w in range(workers):
         a, b = bounds[w], bounds[w + 1]
-        n, base = b - a, a + w
-        before = _busy_at(start, busy, a, n, base, _right(finish, a, b, first), first)
-        for j in range(t.size):
-            finished = _right(finish, a, b, t[j])
-            queue[w, j] = _right(enqueue, a, b, t[j]) - finished
-            done[w, j] = finished
-            now = _busy_at(start, busy, a, n, base, finished, t[j])
-            utilization[w, j] = (now - before) / interval_s
-            before = now
-    return queue, utilization, done
+        last_e, last_s, last_f = floats[w, LAST_ENQUEUE], floats[w, LAST_START], floats[w, LAST_FINISH]
+        for i in range(a, b):
+            if enqueue[i] < last_e or start[i] < last_s or finish[i] < last_f:
+                return out[:0], out_bounds, False
+            last_e, last_s, last_f = enqueue[i], start[i], finish[i]
+        # the tuples still queued: first those carried over, then this chunk's
+        k, carried_end, j = carry_bounds[w], carry_bounds[w + 1], a
+        tuples, done, best, candidate = ints[w, TUPLES], ints[w, DONE], ints[w, BEST], ints[w, CANDIDATE]
+        busy, at = floats[w, BUSY], floats[w, LAST_ENQUEUE]
+        for i in range(a, b):
+            t = enqueue[i]
+            if candidate >= 0 and t != at:
+                best = max(best, candidate)  # the tuples enqueued at one instant count together, at the last
+            tuples += 1
+            while k < carried_end and carry[k] <= t:
+                k += 1
+                done += 1
+            if k == carried_end:
+                while j <= i and finish[j] <= t:
+                    j += 1
+                    done += 1
+            candidate, at = tuples - done, t
+            busy += finish[i] - start[i]  # numpy's cumsum of the service times, one after another
+        ints[w, TUPLES], ints[w, DONE], ints[w, BEST], ints[w, CANDIDATE] = tuples, done, best, candidate
+        floats[w, BUSY], floats[w, LAST_ENQUEUE], floats[w, LAST_START], floats[w, LAST_FINISH] = (
+            busy, last_e, last_s, last_f)
+        for x in range(k, carried_end):
+            out[n] = carry[x]
+            n += 1
+        for x in range(j, b):
+            out[n] = finish[x]
+            n += 1
+        out_bounds[w + 1] = n
+    return out[:n].copy(), out_bounds, True
+
+
+@njit(cache=True, nogil=True)
+def queue_max(ints):
+    """Each worker's largest queue once every chunk is folded (its last enqueue instant counted too)."""
+    return np.maximum(ints[:, BEST], ints[:, CANDIDATE])
+
+
+@njit(cache=True, nogil=True)
+def sample(enqueue, start, finish, bounds, t, ints, busy, enqueued, finished, busy_at):
+    """Add a chunk (split by worker) to each worker's tuples enqueued, tuples finished and busy seconds at the
+    sorted sample times t: sample j of worker w is written once the chunk shows a tuple of w past t[j]."""
+    for w in range(bounds.size - 1):
+        n_in, n_out, ja, jf = ints[w, ENQUEUED], ints[w, FINISHED], ints[w, NEXT_ENQUEUE], ints[w, NEXT_FINISH]
+        total = busy[w]
+        for i in range(bounds[w], bounds[w + 1]):
+            while ja < t.size and t[ja] < enqueue[i]:
+                enqueued[w, ja] = n_in
+                ja += 1
+            n_in += 1
+            while jf < t.size and t[jf] < finish[i]:
+                # this tuple is the first not finished by t[jf]: the only one that can be in service then
+                finished[w, jf] = n_out
+                busy_at[w, jf] = total + max(t[jf] - start[i], 0.0)
+                jf += 1
+            total += finish[i] - start[i]
+            n_out += 1
+        ints[w, ENQUEUED], ints[w, FINISHED], ints[w, NEXT_ENQUEUE], ints[w, NEXT_FINISH] = n_in, n_out, ja, jf
+        busy[w] = total
+
+
+@njit(cache=True, nogil=True)
+def sample_rest(t, ints, busy, enqueued, finished, busy_at):
+    """The samples after each worker's last tuple, once every chunk is sampled."""
+    for w in range(ints.shape[0]):
+        for j in range(ints[w, NEXT_ENQUEUE], t.size):
+            enqueued[w, j] = ints[w, ENQUEUED]
+        for j in range(ints[w, NEXT_FINISH], t.size):
+            finished[w, j] = ints[w, FINISHED]
+            busy_at[w, j] = busy[w] + 0.0

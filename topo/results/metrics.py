@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from topo.results.passes import WorkerLoads, sampled, worker_loads
 from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE
 
 DEFAULT_SAMPLES = 200
@@ -43,10 +44,34 @@ class TupleLog:
     def __len__(self) -> int:
         return len(self.seq)
 
+    def chunks(self, *names: str, rows: int | None = None) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]:
+        """(first row, the named columns' rows from it) for `rows` rows at a time (default `passes.CHUNK`). A
+        column kept in a file (the simulator's spilled log) gives each chunk's pages back to it once the caller
+        asks for the next, so a pass over the log holds one chunk of it; the caller copies what it keeps."""
+        from topo.results import passes, spill
+
+        rows = rows or passes.CHUNK
+        columns = [getattr(self, name) for name in names]
+        for a in range(0, len(self), rows):
+            b = min(a + rows, len(self))
+            yield a, tuple(c[a:b] for c in columns)
+            for c in columns:
+                spill.release(c, a, b)
+
+    def every(self, step: int) -> TupleLog:
+        """Every step-th row (rows 0, step, 2 step, ...), read a chunk at a time."""
+        names = [f.name for f in fields(self)]
+        parts = [tuple(c[(-a) % step :: step].copy() for c in columns) for a, columns in self.chunks(*names)]
+        return TupleLog(*(np.concatenate([p[i] for p in parts]) if parts else getattr(self, name)[:0]
+                          for i, name in enumerate(names)))
+
     @property
     def latency_ms(self) -> np.ndarray:
         """End-to-end latency of each tuple: finish minus arrival at the source, in milliseconds."""
-        return (self.finish_s - self.arrival_s) * 1e3
+        out = np.empty(len(self))
+        for a, (finish, arrival) in self.chunks("finish_s", "arrival_s"):
+            np.multiply(finish - arrival, 1e3, out=out[a : a + len(finish)])
+        return out
 
 
 @dataclass
@@ -64,88 +89,6 @@ class RunResult:
         return latency_table(self.log)
 
 
-@dataclass(frozen=True)
-class WorkerTimeline:
-    """One worker's history as sorted event times, answering "how many / how busy at time t" by bisection."""
-
-    enqueue: np.ndarray
-    start: np.ndarray
-    finish: np.ndarray
-    busy_before: np.ndarray  # busy_before[k] = total service time of the first k tuples
-
-    @classmethod
-    def of(cls, enqueue: np.ndarray, start: np.ndarray, finish: np.ndarray) -> WorkerTimeline:
-        """Timeline from one worker's tuples in any order (`fifo.timelines_of` for one worker)."""
-        from topo.results.fifo import timelines_of
-
-        columns = (np.ascontiguousarray(a, np.float64) for a in (enqueue, start, finish))
-        enqueue, start, finish, busy, _ = timelines_of(np.zeros(len(finish), np.int64), 1, *columns)
-        return cls(enqueue, start, finish, busy)
-
-    @property
-    def tuples(self) -> int:
-        """Number of tuples the worker processed."""
-        return len(self.finish)
-
-    @property
-    def busy_s(self) -> float:
-        """Total time the worker spent serving tuples."""
-        return float(self.busy_before[-1])
-
-    def processed(self, t: np.ndarray) -> np.ndarray:
-        """Tuples finished by each time in t."""
-        return np.searchsorted(self.finish, t, side="right")
-
-    def queue_length(self, t: np.ndarray) -> np.ndarray:
-        """Tuples waiting or in service at each time in t."""
-        return np.searchsorted(self.enqueue, t, side="right") - self.processed(t)
-
-    def busy_until(self, t: np.ndarray) -> np.ndarray:
-        """Cumulative busy time up to each time in t."""
-        from topo.results.fifo import busy_until
-
-        return busy_until(self.start, self.finish, self.busy_before, np.ascontiguousarray(t, np.float64))
-
-    def queue_max(self) -> int:
-        """Largest number of tuples the worker held at once (reached right after an arrival)."""
-        if self.tuples == 0:
-            return 0
-        from topo.results.fifo import queue_max
-
-        return int(queue_max(self.enqueue, self.finish))
-
-
-class Timelines(list):
-    """One timeline per worker, views into `packed` = `fifo.timelines_of`'s arrays, which the time series samples
-    in one compiled pass."""
-
-    packed: tuple
-
-
-def timelines(log: TupleLog, workers: int) -> Timelines:
-    """Split the log into one timeline per worker id in [0, workers)."""
-    if len(log) and (log.worker.min() < 0 or log.worker.max() >= workers):
-        raise ValueError(f"worker ids must lie in [0, {workers})")
-    from topo.results.fifo import timelines_of  # compiled: loaded by whoever makes a summary, not every actor
-
-    packed = timelines_of(np.ascontiguousarray(log.worker, np.int64), workers,
-                          *(np.ascontiguousarray(c, np.float64) for c in (log.enqueue_s, log.start_s, log.finish_s)))
-    enqueue, start, finish, busy, bounds = packed
-    lines = Timelines(WorkerTimeline(enqueue[a:b], start[a:b], finish[a:b], busy[a + w : b + w + 1])
-                      for w, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)))
-    lines.packed = packed
-    return lines
-
-
-def _packed(lines: Sequence[WorkerTimeline]) -> tuple:
-    """`timelines_of`'s arrays for timelines made one by one."""
-    bounds = np.zeros(len(lines) + 1, np.int64)
-    np.cumsum([line.tuples for line in lines], out=bounds[1:])
-    joined = [np.concatenate([np.empty(0), *(getattr(line, name) for line in lines)])
-              for name in ("enqueue", "start", "finish", "busy_before")]
-    return (*joined, bounds)
-
-
 def imbalance(tuples: Sequence[float], capacities: Sequence[float]) -> float:
     """max_w(L_w / c_w) / mean_w(L_w / c_w) - 1: zero when every worker got work in proportion to capacity."""
     relative = np.asarray(tuples, dtype=float) / np.asarray(capacities, dtype=float)
@@ -158,18 +101,14 @@ def replication(distinct_per_worker: Sequence[int], distinct_total: int) -> floa
     return float(np.sum(distinct_per_worker) / distinct_total) if distinct_total else 0.0
 
 
-def latency_stats(latency_ms: np.ndarray) -> dict[str, float]:
-    """Mean, median, tail percentiles and maximum of the latencies (milliseconds)."""
+def latency_stats(latency_ms: np.ndarray, overwrite: bool = False) -> dict[str, float]:
+    """Mean, median, tail percentiles and maximum of the latencies (milliseconds); with `overwrite` the
+    percentiles reorder the array in place instead of a copy of it (the caller's own array, 8 bytes a tuple)."""
     if len(latency_ms) == 0:
         return {"mean": 0.0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
-    p50, p95, p99 = np.percentile(latency_ms, [50, 95, 99])
-    return {
-        "mean": float(latency_ms.mean()),
-        "p50": float(p50),
-        "p95": float(p95),
-        "p99": float(p99),
-        "max": float(latency_ms.max()),
-    }
+    mean, most = float(latency_ms.mean()), float(latency_ms.max())  # before any reordering
+    p50, p95, p99 = np.percentile(latency_ms, [50, 95, 99], overwrite_input=overwrite)
+    return {"mean": mean, "p50": float(p50), "p95": float(p95), "p99": float(p99), "max": most}
 
 
 def summarize(
@@ -184,17 +123,17 @@ def summarize(
     keys_total: int,
     exact: bool,
     extra: Mapping[str, object] | None = None,
-    worker_timelines: Sequence[WorkerTimeline] | None = None,
+    loads: WorkerLoads | None = None,
 ) -> dict:
-    """The run summary of docs/design.md (its keys first, unchanged), followed by the extras."""
+    """The run summary of docs/design.md (its keys first, unchanged), followed by the extras; `loads` are the
+    log's `worker_loads` when the caller has them already."""
     n = len(capacities)
-    lines = list(worker_timelines) if worker_timelines is not None else timelines(log, n)
+    loads = loads if loads is not None else worker_loads(log, n)
     if len(distinct_keys) != n:
         raise ValueError(f"distinct_keys has {len(distinct_keys)} entries for {n} workers")
-    first = float(log.arrival_s.min()) if len(log) else 0.0
-    makespan = float(log.finish_s.max()) - first if len(log) else 0.0
-    tuples = [line.tuples for line in lines]
-    busy = [line.busy_s / makespan if makespan > 0 else 0.0 for line in lines]
+    makespan = loads.last_s - loads.first_s
+    tuples = loads.tuples.tolist()
+    busy = [b / makespan if makespan > 0 else 0.0 for b in loads.busy_s.tolist()]
     per_worker = [
         {
             "id": w,
@@ -202,7 +141,7 @@ def summarize(
             "tuples": tuples[w],
             "distinct_keys": int(distinct_keys[w]),
             "busy_fraction": busy[w],
-            "queue_max": lines[w].queue_max(),
+            "queue_max": int(loads.queue_max[w]),
         }
         for w in range(n)
     ]
@@ -216,7 +155,7 @@ def summarize(
         "duration_s": makespan,
         # undefined when everything finished at the instant it arrived (zero cost)
         "throughput_tps": len(log) / makespan if makespan > 0 else None,
-        "latency_ms": latency_stats(log.latency_ms),
+        "latency_ms": latency_stats(log.latency_ms, overwrite=True),
         "imbalance": imbalance(tuples, capacities),
         "replication": replication(distinct_keys, keys_total),
         "per_worker": per_worker,
@@ -273,13 +212,14 @@ def timeseries(
     workers: int,
     interval_s: float | None = None,
     *,
-    worker_timelines: Sequence[WorkerTimeline] | None = None,
+    loads: WorkerLoads | None = None,
 ) -> pa.Table:
-    """Per-worker queue length, utilization over the last interval and tuples processed, sampled in time."""
-    lines = worker_timelines if worker_timelines is not None else timelines(log, workers)
+    """Per-worker queue length, utilization over the last interval and tuples processed, sampled in time;
+    `loads` are the log's `worker_loads` when the caller has them already."""
+    loads = loads if loads is not None else worker_loads(log, workers)
     if len(log) == 0:
         return _timeseries_table(np.empty(0), np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0), [])
-    first, last = float(log.arrival_s.min()), float(log.finish_s.max())
+    first, last = loads.first_s, loads.last_s
     span = last - first
     if interval_s is None:
         interval_s = span / DEFAULT_SAMPLES if span > 0 else 1.0
@@ -288,11 +228,10 @@ def timeseries(
     steps = max(1, math.ceil(span / interval_s - 1e-9))
     # each sample closes an interval, so the last one covers the last finish
     t = first + interval_s * np.arange(1, steps + 1)
-    from topo.results.fifo import sample
-
-    packed = getattr(lines, "packed", None) or _packed(lines)
-    queue, util, done = sample(*packed, t, first, float(interval_s))
-    return _timeseries_table(t, np.arange(workers, dtype=np.int32), queue, util, done)
+    # the busy time at `first` opens the first interval
+    enqueued, done, busy = sampled(log, loads, np.concatenate(([first], t)))
+    queue, util = enqueued[:, 1:] - done[:, 1:], np.diff(busy, axis=1) / float(interval_s)
+    return _timeseries_table(t, np.arange(workers, dtype=np.int32), queue, util, done[:, 1:])
 
 
 def _timeseries_table(t, worker_ids, queue, util, done) -> pa.Table:
@@ -309,26 +248,38 @@ def _timeseries_table(t, worker_ids, queue, util, done) -> pa.Table:
     )
 
 
+LATENCY_COLUMNS = ("seq", "source", "worker", "arrival_s", "finish_s")
+
+
 def latency_table(log: TupleLog) -> pa.Table:
     """One row per processed tuple: seq, source, worker, arrival_s, finish_s, latency_ms."""
+    return _latency_rows(*(getattr(log, name) for name in LATENCY_COLUMNS))
+
+
+def _latency_rows(seq, source, worker, arrival, finish) -> pa.Table:
     return pa.table(
         {
-            "seq": pa.array(log.seq, pa.int64()),
-            "source": pa.array(log.source, pa.int32()),
-            "worker": pa.array(log.worker, pa.int32()),
-            "arrival_s": pa.array(log.arrival_s, pa.float64()),
-            "finish_s": pa.array(log.finish_s, pa.float64()),
-            "latency_ms": pa.array(log.latency_ms, pa.float64()),
+            "seq": pa.array(seq, pa.int64()),
+            "source": pa.array(source, pa.int32()),
+            "worker": pa.array(worker, pa.int32()),
+            "arrival_s": pa.array(arrival, pa.float64()),
+            "finish_s": pa.array(finish, pa.float64()),
+            "latency_ms": pa.array((finish - arrival) * 1e3, pa.float64()),
         }
     )
 
 
 def write_outputs(result: RunResult, directory: str | Path) -> None:
-    """Write summary.json, timeseries.parquet and latency.parquet into an existing directory."""
+    """Write summary.json, timeseries.parquet and latency.parquet into an existing directory; the latency table a
+    chunk of the log at a time (a row group or two each)."""
     out = Path(directory)
     (out / SUMMARY_FILE).write_text(json.dumps(result.summary, indent=2) + "\n")
     pq.write_table(result.timeseries, out / TIMESERIES_FILE)
-    pq.write_table(result.latency, out / LATENCY_FILE)
+    empty = np.empty(0)
+    schema = _latency_rows(empty.astype(np.int64), *(empty.astype(np.int32),) * 2, empty, empty).schema
+    with pq.ParquetWriter(out / LATENCY_FILE, schema) as writer:
+        for _, columns in result.log.chunks(*LATENCY_COLUMNS):
+            writer.write_table(_latency_rows(*columns))
 
 
 def jsonable(value: object) -> object:

@@ -4,7 +4,7 @@ result (summary, time series, per-tuple log) built from the engine's log in one 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
 import numpy as np
@@ -12,31 +12,32 @@ import pyarrow as pa
 
 import operators
 from topo.results.headroom import attach
-from topo.results.metrics import RunResult, TupleLog, effective_capacities, summarize, timelines, timeseries
+from topo.results.metrics import RunResult, TupleLog, effective_capacities, summarize, timeseries
+from topo.results.passes import worker_loads
 from topo.spec import TopologySpec
 
 
 def operator_outcome(
     name: str,
-    key_hash: np.ndarray,
-    worker: np.ndarray,
+    tuples: Callable[[], Iterable[tuple]],
     workers: int,
-    values: np.ndarray | None = None,
     params: dict | None = None,
 ) -> tuple[list[int], int, bool]:
     """Distinct keys each worker saw, distinct keys in all, and whether the merged operator state is exact.
+    `tuples()` gives the processed tuples a chunk at a time: (key hashes, worker, values or None) each.
 
     Key counts come from the routing itself (the papers' memory cost: key copies held), not from the operator's
     state, which may keep fewer (a top-k summary holds a bounded number of keys); an operator whose state holds
     every key it was sent (word count) gives the same counts from its states.
     """
     op = operators.make(name, **(params or {}))
-    states, whole = op.from_grouped(key_hash, worker, workers, values), op.exact(key_hash, values)
-    exact = op.equal(op.merge(states), whole)
-    if op.holds_every_key:  # the states' keys are the routing's key copies (a 10M-tuple pass saved, 0.5 s)
-        return [op.distinct_keys(state) for state in states], op.distinct_keys(whole), bool(exact)
-    per_worker, total = distinct_keys_per_worker(key_hash, worker, workers)
-    return per_worker, total, bool(exact)
+    states, whole = op.judge(tuples(), workers)
+    exact = op.merges_to(states, whole)
+    if not op.holds_every_key:  # the key copies, counted as a word count's states hold them
+        counter = operators.make("wordcount")
+        states, whole = counter.judge(tuples(), workers)
+        op = counter
+    return [op.distinct_keys(state) for state in states], op.distinct_keys(whole), bool(exact)
 
 
 def distinct_keys_per_worker(key_hash: np.ndarray, worker: np.ndarray, workers: int) -> tuple[list[int], int]:
@@ -73,9 +74,8 @@ def run_result(
     source's node stats; `amend(summary)` adds the engine's own fields before the headroom is judged and returns
     the engine's own delays it measured, as `headroom.attach` takes them (transit and ack lateness p99, ms).
     """
-    lines = timelines(log, workers)
-    start = float(log.arrival_s.min()) if len(log) else 0.0
-    end = float(log.finish_s.max()) if len(log) else 0.0
+    loads = worker_loads(log, workers)
+    start, end = loads.first_s, loads.last_s
     distinct, keys_total, exact = keys.result() if isinstance(keys, Future) else keys
     summary = summarize(
         log,
@@ -88,10 +88,10 @@ def run_result(
         keys_total=keys_total,
         exact=exact,
         extra=extra,
-        worker_timelines=lines,
+        loads=loads,
     )
     summary["time_scale"] = spec.time_scale
     delays = amend(summary) if amend is not None else {}
     attach(summary, engine, spec.rate, source_stats(summary["duration_s"]), time_scale=spec.time_scale, **delays)
-    series = timeseries(log, workers, spec.sample_interval_s, worker_timelines=lines)
+    series = timeseries(log, workers, spec.sample_interval_s, loads=loads)
     return RunResult(summary, series, log, extras={"batches": batches})

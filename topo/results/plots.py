@@ -21,6 +21,9 @@ def _title(summary: dict[str, Any]) -> str:
     return f"{summary['grouping']} ({summary['engine']}), {summary['sources']} sources -> {summary['workers']} workers"
 
 
+CDF_SAMPLE = 2_000_000  # tuples a run's latency CDF is drawn from at most (an evenly strided sample beyond)
+
+
 def latency_cdf(path: Path, latency_ms: np.ndarray, worker: np.ndarray, summary: dict[str, Any]) -> None:
     """Empirical CDF of end-to-end latency, overall and for the slowest and fastest workers."""
     plt = _pyplot()
@@ -28,8 +31,10 @@ def latency_cdf(path: Path, latency_ms: np.ndarray, worker: np.ndarray, summary:
     sample = _thin(latency_ms, 200_000)
     ax.plot(np.sort(sample), np.linspace(0, 1, sample.size), color="black", lw=2, label="all tuples")
     if worker.size:
-        med = np.array([np.median(latency_ms[worker == w]) if np.any(worker == w) else np.nan
-                        for w in range(summary["workers"])])
+        # each worker's median, its tuples grouped in one sort (a mask per worker took minutes at 1,000 workers)
+        order, counts = np.argsort(worker, kind="stable"), np.bincount(worker, minlength=summary["workers"])
+        runs = np.split(np.asarray(latency_ms)[order], np.cumsum(counts)[:-1])
+        med = np.array([np.median(run) if run.size else np.nan for run in runs])
         picks = [int(np.nanargmax(med)), int(np.nanargmin(med))] if np.isfinite(med).any() else []
         for w, style in zip(dict.fromkeys(picks), ("--", ":")[: len(set(picks))], strict=True):
             lat_w = _thin(latency_ms[worker == w], 50_000)
