@@ -62,9 +62,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     offsets = np.zeros(S + 1, np.int64)
     np.cumsum([len(node.keys) for node in nodes], out=offsets[1:])
     delayed = bool(sim.delay_s)
-    src = (offsets, _joined([node.keys for node in nodes]), _joined([node.arrival for node in nodes]),
-           _joined([node._buffers._after for node in nodes]), _joined([source.seqs for source in sim.sources]),
-           np.empty(offsets[-1] if delayed else 0, np.int64))
+    src = (offsets, *_joined(sim.sources, offsets), np.empty(offsets[-1] if delayed else 0, np.int64))
     chan = tuple(np.stack([_attr(node, name) for node in nodes]) for name in CHANNELS)
     ring = (np.zeros((S, W, max(1, spec.max_pending)), np.int64), np.zeros((S, W), np.int64),
             np.zeros((S, W), np.int64))
@@ -113,6 +111,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
         now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf,
                               cfg_i, cfg_f, pools, rows, scratch, fb, queued + report_every)
         pool.size = int(g[loop.QUEUED])
+        pool.release_written()
         if g[loop.ERROR]:
             _raise(int(g[loop.ERROR]), int(g[loop.ERROR_AT]), W)
         if g[loop.CONTROL]:  # `Simulation._control`, on the loop's clock and heap
@@ -127,12 +126,10 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
             sim.progress(pool.size)
     sim.kernel.now = now
     sim.kernel.processed += int(g[loop.PROCESSED])
-    sim.batches = rows[: g[loop.ROWS]]
+    rows.resize((g[loop.ROWS], 7), refcheck=False)  # the room left for more given back (nothing views it yet)
+    sim.batches = rows
     feedback.unpack(sim, nodes, fb, mode, int(g[loop.DELIVERIES]))
     for s, (source, node) in enumerate(zip(sim.sources, nodes, strict=True)):
-        if S > 1:  # (one source's arrays are the loop's own)
-            node.arrival[:] = src[2][offsets[s] : offsets[s + 1]]  # a saturating source stamps arrivals as it routes
-            node._buffers._after[:] = src[3][offsets[s] : offsets[s + 1]]
         for name, rows_of in zip(CHANNELS, chan, strict=True):
             _attr(node, name)[:] = rows_of[s]
         if not own:
@@ -147,9 +144,23 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
 CHANNELS = ("_buffers._head", "_buffers._tail", "_held", "_oldest", "in_flight", "max_in_flight")
 
 
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    """The sources' arrays one after another; one source's array itself (a copy of 10M tuples costs 0.1 s)."""
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+def _joined(sources: list, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The sources' keys, arrivals, buffer links and seqs, each as one array (the loop's): the sources' own arrays
+    become views of it, one array at a time, so nothing is held twice or copied back (one source's are its own)."""
+    def join(parts: list[np.ndarray], rebind) -> np.ndarray:
+        whole = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        for s, source in enumerate(sources):
+            rebind(source, whole[offsets[s] : offsets[s + 1]])
+        return whole
+
+    def arrival(source, view):
+        source.node.arrival = source.node._buffers.arrival = view  # a saturating source stamps it as it routes
+
+    return (join([source.node.keys for source in sources], lambda source, view: setattr(source.node, "keys", view)),
+            join([source.node.arrival for source in sources], arrival),
+            join([source.node._buffers._after for source in sources],
+                 lambda source, view: setattr(source.node._buffers, "_after", view)),
+            join([source.seqs for source in sources], lambda source, view: setattr(source, "seqs", view)))
 
 
 def _attr(obj, dotted: str):

@@ -14,6 +14,10 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
+from topo.results.spill import column, release
+
+KEEP_ROWS = 1 << 20  # rows of a spilled log kept in memory behind the newest: the queues' tails and buffers in flight
+
 
 @numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
 def _lindley(w, index, first, at, service, free_at, log, fifo, who):
@@ -78,10 +82,11 @@ class WorkerPool:
     """The workers: one FIFO input queue and one server each, serving a tuple in cost_ms / capacity.
 
     Every queued tuple gets a slot in a log (worker, enqueue, start, finish, and the sender's source, seq and
-    arrival) sized for the whole stream.
+    arrival) sized for the whole stream; with `spill` the log lives in files (`topo.results.spill`), and
+    `release` hands the rows already written back to them.
     """
 
-    def __init__(self, capacities: Sequence[float], cost_ms: float, max_tuples: int) -> None:
+    def __init__(self, capacities: Sequence[float], cost_ms: float, max_tuples: int, spill: bool = False) -> None:
         n = len(capacities)
         self.cost_s = cost_ms / 1e3
         self.capacity = np.empty(n)
@@ -89,17 +94,32 @@ class WorkerPool:
         self.set_capacities(capacities)
         self.free_at = np.zeros(n)  # when each server is done with everything queued so far
         self.size = 0  # tuples queued so far, which is also the next free slot
-        self.worker = np.empty(max_tuples, np.int32)
-        self.enqueue_s = np.empty(max_tuples)
-        self.start_s = np.empty(max_tuples)
-        self.finish_s = np.empty(max_tuples)
-        self.source = np.empty(max_tuples, np.int32)
-        self.seq = np.empty(max_tuples, np.int64)
-        self.arrival_s = np.empty(max_tuples)
-        self._after = np.empty(max_tuples, np.int64)
+        new = (lambda dtype: column(dtype, max_tuples)) if spill else (lambda dtype: np.empty(max_tuples, dtype))
+        self.worker = new(np.int32)
+        self.enqueue_s = new(np.float64)
+        self.start_s = new(np.float64)
+        self.finish_s = new(np.float64)
+        self.source = new(np.int32)
+        self.seq = new(np.int64)
+        self.arrival_s = new(np.float64)
+        self._after = new(np.int64)
+        self.spilled = spill
+        self._released = 0  # rows whose pages went back to their files
         self._head = np.full(n, -1, np.int64)
         self._tail = np.full(n, -1, np.int64)
         self._default = Observer(self)  # answers queue_length for callers that keep no observer of their own
+
+    def release(self, upto: int) -> None:
+        """Hand the log's rows before `upto` back to their files (nothing when the log is in memory). They keep
+        their values: a row read again (a queue walked, a buffer's first tuple) comes back from its file."""
+        for name in ("worker", "enqueue_s", "start_s", "finish_s", "source", "seq", "arrival_s", "_after"):
+            release(getattr(self, name), self._released, upto)
+        self._released = max(self._released, upto)
+
+    def release_written(self) -> None:
+        """`release` all but the last `KEEP_ROWS` rows written, once twice that many are held (a spilled log)."""
+        if self.spilled and self.size - self._released >= 2 * KEEP_ROWS:
+            self.release(self.size - KEEP_ROWS)
 
     @property
     def workers(self) -> int:

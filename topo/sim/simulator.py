@@ -47,6 +47,8 @@ from topo.sim.queueing import Observer, WorkerPool
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
+LOG_ROW_BYTES = 56  # the pool's log per tuple: worker, source (4 bytes); enqueue, start, finish, seq, arrival, next
+SPILL_BYTES = 1 << 30
 UNREAD = (0.0, 0.0, 0.0, 0.0, 0)  # the fields of an ack that nothing reads (no feedback, no delegation)
 
 
@@ -125,7 +127,8 @@ class Simulation:
         self.key_hash = key_hash
         messages = len(key_hash)
         self.kernel = Kernel()
-        self.pool = WorkerPool(spec.capacity_list, spec.cost_ms, messages)
+        # a log larger than SPILL_BYTES lives in files, read back a chunk at a time (`topo.results.spill`)
+        self.pool = WorkerPool(spec.capacity_list, spec.cost_ms, messages, spill=messages * LOG_ROW_BYTES > SPILL_BYTES)
         self.active = spec.workers  # workers [0, active) take tuples; the pool holds the most ever active
         # each trip: the network, then Ray's own transit, which a run dilated K times sees K times shorter
         self.delay_s = (spec.net_delay_ms + spec.transit_ms / spec.time_scale) / 1e3
@@ -254,8 +257,10 @@ class Simulation:
             self.meters[w].arrive(now, size)
         self.batches.append((source.index, w, buffer.batch_id, first, size, buffer.sent_s, done))
         self.kernel.schedule(done, self._served, source, w, first, size, priority=DONE)
-        if self.progress is not None and end >= self._next_report:
-            self.progress(end)
+        if end >= self._next_report:
+            if self.progress is not None:
+                self.progress(end)
+            self.pool.release_written()
             self._next_report = end + PROGRESS_STEP
         while self._by_count and self._by_count[0].at <= end:
             self._apply(self._by_count.pop(0))  # effective from the next buffer on
@@ -289,12 +294,15 @@ class Simulation:
             self.kernel.run()
         for source in self.sources:
             source.node.finish(self.kernel.now)
+            # what only the loop reads, 16 bytes a tuple: each position's seq, and the links of its buffers
+            source.seqs, source.node._buffers._after = source.seqs[:0].copy(), source.node._buffers._after[:0].copy()
         loop_s = time.perf_counter() - clock
         emitted = self.pool.size
         if self.progress is not None:
             self.progress(emitted)
+        batches = len(self.batches)
         result = self._outputs(emitted)
-        result.summary["sim"] = {"events": self.kernel.processed, "batches": len(self.batches)}
+        result.summary["sim"] = {"events": self.kernel.processed, "batches": batches}
         # the one part of a summary that differs between two runs of the same seed
         result.summary["wall_clock_s"] = {
             "loop": loop_s,
@@ -314,20 +322,23 @@ class Simulation:
             start_s=pool.start_s[:emitted],
             finish_s=pool.finish_s[:emitted],
         )
-        key_hash = self.key_hash[log.seq]
         values = getattr(self.stream, "values", None)
-        values = None if values is None else np.asarray(values)[log.seq]
+        values = None if values is None else np.asarray(values)
+
+        def tuples():  # the processed tuples' keys, workers and values, a chunk of the log at a time
+            for _, (seq, worker) in log.chunks("seq", "worker"):
+                yield self.key_hash[seq], worker, None if values is None else values[seq]
+
         # the operator's outcome is judged on another thread while the rest is built (both release the GIL)
         with ThreadPoolExecutor(1) as judge:
-            keys = judge.submit(operator_outcome, spec.operator, key_hash, log.worker, pool.workers, values,
-                                spec.operator_params)
-            return self._result(log, key_hash, keys, emitted)
+            keys = judge.submit(operator_outcome, spec.operator, tuples, pool.workers, spec.operator_params)
+            return self._result(log, keys, emitted)
 
-    def _result(self, log: TupleLog, key_hash: np.ndarray, keys: Future, emitted: int) -> RunResult:
+    def _result(self, log: TupleLog, keys: Future, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
         aggregation = None
-        if spec.aggregate_every_s is not None:
-            aggregation = aggregation_cost(log, key_hash, spec.aggregate_every_s)
+        if spec.aggregate_every_s is not None:  # (a pass over the whole log at once)
+            aggregation = aggregation_cost(log, self.key_hash[log.seq], spec.aggregate_every_s)
         control, delegation = self.control, self.delegation
         extra = run_extras(
             spec, self.stream, log, pool.workers, self.capacity_history, self.active_history,
@@ -338,9 +349,10 @@ class Simulation:
             delegation=None if delegation is None else delegation.stats(),
             aggregation=aggregation,
         )
+        batches, self.batches = self._batch_table(), []  # the rows go once their table is made
         return run_result(
             spec, "sim", log, pool.workers, self.capacity_history, tuples_in=emitted, keys=keys,
-            extra=extra, batches=self._batch_table(),
+            extra=extra, batches=batches,
             source_stats=lambda duration_s: [source.node.stats(duration_s) for source in self.sources],
         )
 
