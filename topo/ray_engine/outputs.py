@@ -195,7 +195,7 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
     sent = emitted_seqs(got.sources, spec.sources)
     sent_values = None if values is None else np.asarray(values)[sent]
     # key copies from the routing, as in the simulator; exactness from the state the aggregator really merged
-    distinct, keys_total = distinct_keys_per_worker(key_hash[log.seq], log.worker, n)
+    distinct, keys_total = distinct_keys_per_worker([(key_hash[log.seq], log.worker, None)], n)
     op = operators.make(spec.operator, **spec.operator_params)
     exact = bool(op.equal(got.state, op.exact(key_hash[sent], sent_values)))
     totals = _sum_counters(got.sources)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-import numpy as np
 import pyarrow as pa
 
 import operators
@@ -33,24 +32,18 @@ def operator_outcome(
     op = operators.make(name, **(params or {}))
     states, whole = op.judge(tuples(), workers)
     exact = op.merges_to(states, whole)
-    if not op.holds_every_key:  # the key copies, counted as a word count's states hold them
-        counter = operators.make("wordcount")
-        states, whole = counter.judge(tuples(), workers)
-        op = counter
-    return [op.distinct_keys(state) for state in states], op.distinct_keys(whole), bool(exact)
+    if op.holds_every_key:  # the states' keys are the routing's key copies (a pass over the tuples saved)
+        return [op.distinct_keys(state) for state in states], op.distinct_keys(whole), bool(exact)
+    per_worker, total = distinct_keys_per_worker(tuples(), workers)
+    return per_worker, total, bool(exact)
 
 
-def distinct_keys_per_worker(key_hash: np.ndarray, worker: np.ndarray, workers: int) -> tuple[list[int], int]:
-    """Number of distinct keys routed to each worker, and in the whole stream."""
-    if not len(key_hash):
-        return [0] * workers, 0
-    import pandas as pd  # loaded here: most callers of this module never count keys
-
-    # hash tables, not sorts: at 10M tuples sorting the (worker, key) pairs took 6 s, this takes 1
-    codes, distinct = pd.factorize(key_hash)
-    pairs = pd.unique(codes.astype(np.int64) * workers + np.asarray(worker, np.int64))
-    per_worker = np.bincount(pairs % workers, minlength=workers)
-    return per_worker.tolist(), int(distinct.size)
+def distinct_keys_per_worker(tuples: Iterable[tuple], workers: int) -> tuple[list[int], int]:
+    """Number of distinct keys routed to each worker, and in the whole stream, from the tuples a chunk at a time
+    ((key hashes, worker, values or None) each): the keys a word count's states would hold."""
+    counter = operators.make("wordcount")
+    states, whole = counter.judge(tuples, workers)
+    return [counter.distinct_keys(state) for state in states], counter.distinct_keys(whole)
 
 
 def run_result(
