@@ -21,6 +21,7 @@ class TupleLog(Protocol):
 
     def chunks(self, *names: str, rows: int | None = None) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]: ...
 
+
 CHUNK = 1 << 21  # rows per pass step: a split copy of 2M rows is 50 MB
 
 
