@@ -67,18 +67,24 @@ def _redist(weights, f, old, n, counted, thetas, m0, mbar, uid):
     keep, cand = np.zeros(n, np.bool_), np.empty(n, np.int64)
     m = m0
     evals = 0
-    for _ in range(r):
+    for done in range(r):
         _summarise(loads, hi, lo1, lo1_at, lo2)
         count = _frontier(loads, counted, n, lo1_at, keep, cand)
         best_d, best_l, best_u = -1, -1, np.inf
+        evals += n * (r - done)  # the algorithm weighs every channel of every key left; we score far fewer
         for d in range(r):
             if placed[d]:
                 continue
-            evals += n  # the algorithm weighs every channel; `_frontier` skips the ones that cannot win
             scale = f[d] if f[d] > 0 else 1e-300
             # a key whose every placement scores at least the best so far cannot be the first best (the margin
             # covers a last-bit difference of pow and log1p between the bound and the score)
-            if _floor(totals, counted, thetas, n, hi, lo2, weights, d, m, mbar, uid) / scale * (1 - 1e-9) >= best_u:
+            bound = _floor(totals, counted, thetas, n, hi, lo2, weights, d, m, mbar, uid) / scale * (1 - 1e-9)
+            if bound >= best_u:
+                # the keys come by decreasing frequency, and the bound per unit of frequency only grows as it falls
+                # (a lighter key raises the total less, and U grows with rho): no later key can win either (the
+                # factor covers pow's last bit, not correctly rounded)
+                if bound >= best_u * (1 + 1e-12):
+                    break
                 continue
             channel, best_u = _best(loads, totals, counted, thetas, n, hi, lo1, lo1_at, lo2, weights, d, old[d], m,
                                     mbar, uid, scale, keep, cand, count, best_u)
