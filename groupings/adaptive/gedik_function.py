@@ -71,13 +71,11 @@ class Ring(NamedTuple):
     points: np.ndarray
     owners: np.ndarray
     directory: np.ndarray
+    share: np.ndarray  # fraction of the ring each channel owns (`shares`), kept: a controller asks every period
 
     def shares(self) -> np.ndarray:
         """Fraction of the ring (hence of uniformly hashed keys) each channel owns."""
-        arcs = np.diff(self.points, prepend=self.points[-1]).astype(np.float64)  # uint64 wraps the first arc
-        if self.points.size == 1:
-            arcs[:] = _RING
-        return np.bincount(self.owners, weights=arcs, minlength=self.channels) / _RING
+        return self.share.copy()
 
     def channel_of(self, keys: np.ndarray) -> np.ndarray:
         """H_c of each key."""
@@ -91,7 +89,11 @@ class Ring(NamedTuple):
 def make_ring(channels: int, replicas: int) -> Ring:
     """The consistent hash over `channels` channels with `replicas` points each (the same ring for every N)."""
     points, owners = build_ring(channels, replicas)
-    return Ring(channels, points, owners, ring_directory(points))
+    arcs = np.diff(points, prepend=points[-1]).astype(np.float64)  # uint64 wraps the first arc
+    if points.size == 1:
+        arcs[:] = _RING
+    return Ring(channels, points, owners, ring_directory(points), np.bincount(owners, weights=arcs,
+                                                                              minlength=channels) / _RING)
 
 
 def moved_share(a: Ring, b: Ring) -> float:
