@@ -56,3 +56,13 @@ def test_released_rows_keep_their_values():
     assert column[123] == 123.0 and column.sum() == np.arange(3_000_000).sum()
     assert not spill.is_mapped(np.zeros(3)) and len(spill.column(np.int32, 0)) == 0
     spill.release(np.zeros(3), 0, 3)  # an array in memory: nothing to give back
+
+
+def test_a_directory_without_room_or_rights_fails_in_one_line(tmp_path):
+    from topo.errors import RunFailed
+
+    with pytest.raises(RunFailed, match="set TMPDIR"):
+        spill.column(np.float64, 10, directory=str(tmp_path / "missing"))
+    with pytest.raises(RunFailed, match="GB more needed"):
+        spill.column(np.float64, (1 << 60) // 8, directory=str(tmp_path))  # more than any disk here
+    assert list(tmp_path.iterdir()) == []  # nothing left behind

@@ -14,18 +14,31 @@ import tempfile
 
 import numpy as np
 
+from topo.errors import RunFailed
+
 PAGE = mmap.PAGESIZE
 
 
 def column(dtype: np.dtype | type, rows: int, directory: str | None = None) -> np.ndarray:
-    """A file-mapped column of `rows` entries (uninitialised), in `directory` (default: the system's temporary
-    directory)."""
-    fd, path = tempfile.mkstemp(prefix="topo-log-", dir=directory)
+    """A file-mapped column of `rows` entries (zeros), in `directory` (default: the system's temporary directory,
+    `TMPDIR`). Its blocks are reserved on disk at once: a disk that fills while a run writes a mapped page would kill
+    the process, so a directory without room fails here, with `RunFailed`."""
+    size = max(1, rows) * np.dtype(dtype).itemsize
+    where = directory or tempfile.gettempdir()
     try:
-        os.close(fd)
-        return np.memmap(path, dtype=dtype, mode="w+", shape=(max(1, rows),))[:rows]
+        fd, path = tempfile.mkstemp(prefix="topo-log-", dir=directory)
+    except OSError as exc:
+        raise RunFailed(f"cannot keep the per-tuple log in {where} ({exc.strerror}): set TMPDIR to a writable "
+                        "directory") from None
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return np.memmap(path, dtype=dtype, mode="r+", shape=(max(1, rows),))[:rows]
+    except OSError as exc:
+        raise RunFailed(f"cannot keep the per-tuple log in {where}: {size / 1e9:.1f} GB more needed there "
+                        f"({exc.strerror}); set TMPDIR to a directory with room") from None
     finally:
-        os.unlink(path)  # the mapping keeps the file's pages until it is dropped
+        os.close(fd)
+        os.unlink(path)  # the mapping keeps the file's blocks until it is dropped
 
 
 def release(array: np.ndarray, start: int, stop: int) -> None:
