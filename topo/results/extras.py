@@ -21,11 +21,14 @@ def scaling_extras(log: TupleLog, active_history: Sequence[tuple[float, int]],
     """Summary facts of a run whose workers joined or left: load per second each was actually in the topology."""
     out: dict = {"active_workers": [{"at_s": t, "workers": n} for t, n in active_history]}
     if len(active_history) > 1:
-        start = float(log.arrival_s.min()) if len(log) else 0.0
-        end = float(log.finish_s.max()) if len(log) else 0.0
+        start, end, tuples = np.inf, -np.inf, np.zeros(workers, np.int64)
+        for _, (arrival, finish, worker) in log.chunks("arrival_s", "finish_s", "worker"):  # a chunk at a time
+            start, end = min(start, float(arrival.min())), max(end, float(finish.max()))
+            tuples += np.bincount(worker, minlength=workers)
+        start, end = (start, end) if len(log) else (0.0, 0.0)
         active_s = active_seconds(active_history, workers, start, end)
         caps = effective_capacities(capacity_history, start, end)
-        rate = np.bincount(log.worker, minlength=workers) / np.maximum(active_s, 1e-12) / caps
+        rate = tuples / np.maximum(active_s, 1e-12) / caps
         used = active_s > 0
         out["imbalance_active_time"] = float(rate[used].max() / rate[used].mean() - 1) if used.any() else 0.0
         out["active_seconds"] = active_s.tolist()
