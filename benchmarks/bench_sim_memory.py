@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LOG_ROW_BYTES = 56  # the simulator's per-tuple log in memory (`topo.sim.simulator.LOG_ROW_BYTES`)
+sys.path.insert(0, str(ROOT))  # runnable from a checkout without installing
+
+from topo.sim.queueing import LOG_ROW_BYTES  # noqa: E402  (the simulator's per-tuple log in memory, bytes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -160,20 +160,13 @@ class WordCount(Operator):
         return [WordCountState(keys[lo:hi], counts[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def judge(self, chunks: Iterable[tuple], n: int) -> tuple[list[WordCountState], WordCountState]:
-        """`Operator.judge` a chunk at a time: counts add up in any order, so each chunk's counts per worker (one
-        grouping pass and one sort per worker, as `from_grouped`) join the states as they come."""
-        from operators.runs import count_runs
-
+        """`Operator.judge` a chunk at a time: counts add up in any order, so each chunk's states (`from_grouped`)
+        join the workers' states as they come."""
         states, whole = [self.empty() for _ in range(n)], self.empty()
         for key_hash, worker, _ in chunks:
-            key_hash = as_key_hashes(key_hash)
-            if len(worker) != key_hash.size:
-                raise ValueError(f"worker has {len(worker)} entries for {key_hash.size} tuples")
-            order, offsets = group_by_worker(worker, n)
-            keys, counts, bounds = count_runs(key_hash[order], offsets)
-            for w in np.flatnonzero(np.diff(bounds)).tolist():
-                states[w].add_counted(keys[bounds[w] : bounds[w + 1]], counts[bounds[w] : bounds[w + 1]])
-            whole.add_counted(*_count_sorted(np.sort(key_hash)))
+            for state, part in zip(states, self.from_grouped(key_hash, worker, n), strict=True):
+                state.add_counted(part.keys, part.counts)
+            whole.add_counted(*_count_sorted(np.sort(as_key_hashes(key_hash))))
         return states, whole
 
     def count_of(self, state: WordCountState, key_hash: np.ndarray) -> np.ndarray:

@@ -17,6 +17,10 @@ import numpy as np
 from topo.results.spill import column, release
 
 KEEP_ROWS = 1 << 20  # rows of a spilled log kept in memory behind the newest: the queues' tails and buffers in flight
+# the log's columns, one entry per queued tuple (`_after` links each worker's queue)
+LOG_COLUMNS = (("worker", np.int32), ("enqueue_s", np.float64), ("start_s", np.float64), ("finish_s", np.float64),
+               ("source", np.int32), ("seq", np.int64), ("arrival_s", np.float64), ("_after", np.int64))
+LOG_ROW_BYTES = sum(np.dtype(dtype).itemsize for _, dtype in LOG_COLUMNS)
 
 
 @numba.njit(cache=True, inline="always")  # no call, no reference counts, in a compiled caller
@@ -94,15 +98,8 @@ class WorkerPool:
         self.set_capacities(capacities)
         self.free_at = np.zeros(n)  # when each server is done with everything queued so far
         self.size = 0  # tuples queued so far, which is also the next free slot
-        new = (lambda dtype: column(dtype, max_tuples)) if spill else (lambda dtype: np.empty(max_tuples, dtype))
-        self.worker = new(np.int32)
-        self.enqueue_s = new(np.float64)
-        self.start_s = new(np.float64)
-        self.finish_s = new(np.float64)
-        self.source = new(np.int32)
-        self.seq = new(np.int64)
-        self.arrival_s = new(np.float64)
-        self._after = new(np.int64)
+        for name, dtype in LOG_COLUMNS:
+            setattr(self, name, column(dtype, max_tuples) if spill else np.empty(max_tuples, dtype))
         self.spilled = spill
         self._released = 0  # rows whose pages went back to their files
         self._head = np.full(n, -1, np.int64)
@@ -112,7 +109,7 @@ class WorkerPool:
     def release(self, upto: int) -> None:
         """Hand the log's rows before `upto` back to their files (nothing when the log is in memory). They keep
         their values: a row read again (a queue walked, a buffer's first tuple) comes back from its file."""
-        for name in ("worker", "enqueue_s", "start_s", "finish_s", "source", "seq", "arrival_s", "_after"):
+        for name, _ in LOG_COLUMNS:
             release(getattr(self, name), self._released, upto)
         self._released = max(self._released, upto)
 

@@ -43,11 +43,10 @@ from topo.results.outcome import operator_outcome, run_result
 from topo.schedule import MESSAGES, Change
 from topo.sim import compiled as fast
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.sim.queueing import Observer, WorkerPool
+from topo.sim.queueing import LOG_ROW_BYTES, Observer, WorkerPool
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
-LOG_ROW_BYTES = 56  # the pool's log per tuple: worker, source (4 bytes); enqueue, start, finish, seq, arrival, next
 SPILL_BYTES = 1 << 30
 UNREAD = (0.0, 0.0, 0.0, 0.0, 0)  # the fields of an ack that nothing reads (no feedback, no delegation)
 
