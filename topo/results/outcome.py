@@ -12,7 +12,7 @@ import pyarrow as pa
 import operators
 from topo.results.headroom import attach
 from topo.results.metrics import RunResult, TupleLog, effective_capacities, summarize, timeseries
-from topo.results.passes import worker_loads
+from topo.results.passes import WorkerLoads, worker_loads
 from topo.spec import TopologySpec
 
 
@@ -59,15 +59,17 @@ def run_result(
     source_stats: Callable[[float], list[dict]],
     batches: pa.Table,
     amend: Callable[[dict], dict] | None = None,
+    loads: WorkerLoads | Future | None = None,
 ) -> RunResult:
     """The summary (the contract's keys), time series and per-tuple log of a finished run, for either engine.
 
     `keys` is (distinct keys per worker, distinct keys in all, exact), or a future of it (the simulator judges the
     outcome on another thread meanwhile: both passes release the GIL); `source_stats(duration_s)` gives each
     source's node stats; `amend(summary)` adds the engine's own fields before the headroom is judged and returns
-    the engine's own delays it measured, as `headroom.attach` takes them (transit and ack lateness p99, ms).
+    the engine's own delays it measured, as `headroom.attach` takes them (transit and ack lateness p99, ms); `loads`
+are the log's `worker_loads` (or their future) when the engine folded them already.
     """
-    loads = worker_loads(log, workers)
+    loads = worker_loads(log, workers) if loads is None else loads.result() if isinstance(loads, Future) else loads
     start, end = loads.first_s, loads.last_s
     distinct, keys_total, exact = keys.result() if isinstance(keys, Future) else keys
     summary = summarize(

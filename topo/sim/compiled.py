@@ -37,15 +37,13 @@ def kernel_of(sim: Any) -> int | None:
         return gedik.GEDIK_KERNEL if mode == inbox.NONE and gedik.runs_compiled(sim) else None
     # the states are stacked one row per source: every field must have one shape across the sources
     routers = [feedback.routing(source.node.grouping, mode) for source in sim.sources]
+    if mode != inbox.FISH and any(type(router) is not Grouping or router.takes_feedback for router in routers):
+        return None  # (a grouping of the caller's own has no compiled kernel)
     if len({str(stacking.shapes(router._state)) for router in routers}) != 1:
         return None
     if mode == inbox.FISH:
         return FISH_KERNEL
-    kernels = set()
-    for router in routers:
-        if type(router) is not Grouping or router.takes_feedback:
-            return None
-        kernels.add(router._strategy.kernel)
+    kernels = {router._strategy.kernel for router in routers}
     if mode == inbox.CG and len({source.node.grouping.total_virtual_workers for source in sim.sources}) != 1:
         return None
     if len(kernels) != 1 or (kernel := kernels.pop()) not in KERNELS:
@@ -111,7 +109,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
         now = loop.run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf,
                               cfg_i, cfg_f, pools, rows, scratch, fb, queued + report_every)
         pool.size = int(g[loop.QUEUED])
-        pool.release_written()
+        sim.written()
         if g[loop.ERROR]:
             _raise(int(g[loop.ERROR]), int(g[loop.ERROR_AT]), W)
         if g[loop.CONTROL]:  # `Simulation._control`, on the loop's clock and heap

@@ -326,7 +326,9 @@ def start(heap, g, src, chan, si, sf, cfg_i, cfg_f):
         _plan(s, 0.0, 0.0, heap, g, src, chan, si, sf, cfg_i, cfg_f)
 
 
-@njit(cache=True, _nrt=False)  # no reference counting: nothing here allocates, and every array outlives the call
+# no reference counting (nothing here allocates, and every array outlives the call); the GIL released for the
+# thread that reads the log as it is written (`topo.sim.feed`)
+@njit(cache=True, _nrt=False, nogil=True)
 def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb,
                report_at):
     """Run events until none is left, until a controller's period ends (`CONTROL`), until Gedik's counters may

@@ -21,8 +21,9 @@ in compiled kernels.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import fields
 
 import numpy as np
 import pyarrow as pa
@@ -40,10 +41,12 @@ from topo.results.metrics import (
     aggregation_cost,
 )
 from topo.results.outcome import operator_outcome, run_result
+from topo.results.passes import worker_loads
 from topo.schedule import MESSAGES, Change
 from topo.sim import compiled as fast
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
-from topo.sim.queueing import LOG_ROW_BYTES, Observer, WorkerPool
+from topo.sim.feed import LogFeed
+from topo.sim.queueing import LOG_COLUMNS, LOG_ROW_BYTES, Observer, WorkerPool
 from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
@@ -128,6 +131,7 @@ class Simulation:
         self.kernel = Kernel()
         # a log larger than SPILL_BYTES lives in files, read back a chunk at a time (`topo.results.spill`)
         self.pool = WorkerPool(spec.capacity_list, spec.cost_ms, messages, spill=messages * LOG_ROW_BYTES > SPILL_BYTES)
+        self.feed = LogFeed({name: getattr(self.pool, name) for name, _ in LOG_COLUMNS})  # read as it is written
         self.active = spec.workers  # workers [0, active) take tuples; the pool holds the most ever active
         # each trip: the network, then Ray's own transit, which a run dilated K times sees K times shorter
         self.delay_s = (spec.net_delay_ms + spec.transit_ms / spec.time_scale) / 1e3
@@ -259,7 +263,7 @@ class Simulation:
         if end >= self._next_report:
             if self.progress is not None:
                 self.progress(end)
-            self.pool.release_written()
+            self.written()
             self._next_report = end + PROGRESS_STEP
         while self._by_count and self._by_count[0].at <= end:
             self._apply(self._by_count.pop(0))  # effective from the next buffer on
@@ -279,11 +283,43 @@ class Simulation:
         else:
             source.land(w, fields)
 
+    def written(self) -> None:
+        """The loop has queued `pool.size` tuples: their rows are final, for the readers of the log and its files."""
+        self.pool.release_written()
+        self.feed.publish(self.pool.size)
+
     def run(self, compiled: bool = True) -> RunResult:
         """Run the event loop to the end and compute the outputs. Runs whose events are all the model's own run
         them in compiled code (`topo.sim.loop`), unless `compiled` is False: the same events, in the same order."""
         clock = time.perf_counter()
+        spec = self.spec
         kernel = fast.kernel_of(self) if compiled else None
+        # the operator's outcome and the workers' loads come from the rows as they are written, on other threads
+        # (the loop and the passes release the GIL)
+        with ThreadPoolExecutor(2) as readers:
+            keys = readers.submit(operator_outcome, spec.operator, self._tuples, self.pool.workers,
+                                  spec.operator_params)
+            loads = readers.submit(worker_loads, self.feed, self.pool.workers)
+            try:
+                self._loop(kernel)
+            finally:
+                self.feed.close(self.pool.size)
+            loop_s = time.perf_counter() - clock
+            emitted = self.pool.size
+            if self.progress is not None:
+                self.progress(emitted)
+            batches = len(self.batches)
+            result = self._result(keys, loads, emitted)
+        result.summary["sim"] = {"events": self.kernel.processed, "batches": batches}
+        # the one part of a summary that differs between two runs of the same seed
+        result.summary["wall_clock_s"] = {
+            "loop": loop_s,
+            "route": self.route_s,
+            "metrics": time.perf_counter() - clock - loop_s,
+        }
+        return result
+
+    def _loop(self, kernel: int | None) -> None:
         if kernel is not None:
             fast.run(self, kernel, PROGRESS_STEP)
             self.route_s = None  # the sources' steps run inside the compiled loop, not timed apart
@@ -295,46 +331,17 @@ class Simulation:
             source.node.finish(self.kernel.now)
             # what only the loop reads, 16 bytes a tuple: each position's seq, and the links of its buffers
             source.seqs, source.node._buffers._after = source.seqs[:0].copy(), source.node._buffers._after[:0].copy()
-        loop_s = time.perf_counter() - clock
-        emitted = self.pool.size
-        if self.progress is not None:
-            self.progress(emitted)
-        batches = len(self.batches)
-        result = self._outputs(emitted)
-        result.summary["sim"] = {"events": self.kernel.processed, "batches": batches}
-        # the one part of a summary that differs between two runs of the same seed
-        result.summary["wall_clock_s"] = {
-            "loop": loop_s,
-            "route": self.route_s,
-            "metrics": time.perf_counter() - clock - loop_s,
-        }
-        return result
 
-    def _outputs(self, emitted: int) -> RunResult:
-        spec, pool = self.spec, self.pool
-        log = TupleLog(
-            seq=pool.seq[:emitted],
-            source=pool.source[:emitted],
-            worker=pool.worker[:emitted],
-            arrival_s=pool.arrival_s[:emitted],
-            enqueue_s=pool.enqueue_s[:emitted],
-            start_s=pool.start_s[:emitted],
-            finish_s=pool.finish_s[:emitted],
-        )
+    def _tuples(self) -> Iterator[tuple]:
+        """The processed tuples' keys, workers and values, a chunk of the log at a time as the loop writes it."""
         values = getattr(self.stream, "values", None)
         values = None if values is None else np.asarray(values)
+        for _, (seq, worker) in self.feed.chunks("seq", "worker"):
+            yield self.key_hash[seq], worker, None if values is None else values[seq]
 
-        def tuples():  # the processed tuples' keys, workers and values, a chunk of the log at a time
-            for _, (seq, worker) in log.chunks("seq", "worker"):
-                yield self.key_hash[seq], worker, None if values is None else values[seq]
-
-        # the operator's outcome is judged on another thread while the rest is built (both release the GIL)
-        with ThreadPoolExecutor(1) as judge:
-            keys = judge.submit(operator_outcome, spec.operator, tuples, pool.workers, spec.operator_params)
-            return self._result(log, keys, emitted)
-
-    def _result(self, log: TupleLog, keys: Future, emitted: int) -> RunResult:
+    def _result(self, keys: Future, loads: Future, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
+        log = TupleLog(**{f.name: getattr(pool, f.name)[:emitted] for f in fields(TupleLog)})
         aggregation = None
         if spec.aggregate_every_s is not None:  # (a pass over the whole log at once)
             aggregation = aggregation_cost(log, self.key_hash[log.seq], spec.aggregate_every_s)
@@ -350,7 +357,7 @@ class Simulation:
         )
         batches, self.batches = self._batch_table(), []  # the rows go once their table is made
         return run_result(
-            spec, "sim", log, pool.workers, self.capacity_history, tuples_in=emitted, keys=keys,
+            spec, "sim", log, pool.workers, self.capacity_history, tuples_in=emitted, keys=keys, loads=loads,
             extra=extra, batches=batches,
             source_stats=lambda duration_s: [source.node.stats(duration_s) for source in self.sources],
         )
