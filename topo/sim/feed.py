@@ -42,8 +42,9 @@ class LogFeed:
         return self._written
 
     def chunks(self, *names: str, rows: int | None = None) -> Iterator[tuple[int, tuple[np.ndarray, ...]]]:
-        """(first row, the named columns' rows from it), at most `rows` rows (default `FEED_CHUNK`) at a time, each once it is written;
-        ends when the log is closed and read. A spilled column's chunk goes back to its file after it."""
+        """(first row, the named columns' rows from it), at most `rows` rows (default `FEED_CHUNK`) at a time, each
+        once it is written; ends when the log is closed and read. A spilled column's chunk goes back to its file
+        after it."""
         rows = rows or FEED_CHUNK
         columns = [self._columns[name] for name in names]
         a = 0
