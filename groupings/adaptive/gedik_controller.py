@@ -189,14 +189,15 @@ class GedikController(Controller):
         fn = PartitioningFunction(cur.version + 1, ring, tracked, placement.channels, tf, cut)
         known = np.concatenate([keys, dropped[~index.has(dropped)]])
         known_f = np.concatenate([freqs, np.zeros(known.size - keys.size)])
-        cost, relative = self._migration(cur, fn, known, known_f)
+        before, after = cur.lookup(known), fn.lookup(known)  # where each known key goes, read by both measures
+        cost, relative = self._migration(cur, fn, before, after, known_f)
         return Plan(
             fn,
             reason,
             cost,
             relative,
-            self._imbalance(cur, known, known_f),
-            self._imbalance(fn, known, known_f),
+            self._imbalance(cur, before, known_f),
+            self._imbalance(fn, after, known_f),
             build_s,
         )
 
@@ -210,9 +211,8 @@ class GedikController(Controller):
         unknown, each = self._rest(known_f)
         return unknown * float(gcost.beta(kind, each))
 
-    def _imbalance(self, fn: PartitioningFunction, known: np.ndarray, known_f: np.ndarray) -> float:
-        """b (Eq. 11) of `fn`: known keys where it maps them, the rest spread by the ring's shares."""
-        channels = fn.lookup(known)
+    def _imbalance(self, fn: PartitioningFunction, channels: np.ndarray, known_f: np.ndarray) -> float:
+        """b (Eq. 11) of `fn`: known keys on their `channels` under it, the rest spread by the ring's shares."""
         shares = fn.ring.shares()
         ratios = []
         for kind in self.kinds:
@@ -220,12 +220,12 @@ class GedikController(Controller):
             ratios.append(gcost.imbalance(loads))
         return gcost.relative_imbalance(tuple(ratios), self.alphas)
 
-    def _migration(
-        self, a: PartitioningFunction, b: PartitioningFunction, known: np.ndarray, known_f: np.ndarray
-    ) -> tuple[float, float]:
-        """M (Eq. 9) from a to b and m = M / L-bar_s (Eqs. 10, 12)."""
+    def _migration(self, a: PartitioningFunction, b: PartitioningFunction, on_a: np.ndarray, on_b: np.ndarray,
+                   known_f: np.ndarray) -> tuple[float, float]:
+        """M (Eq. 9) from a to b (the known keys' channels under each: `on_a`, `on_b`) and m = M / L-bar_s (Eqs.
+        10, 12)."""
         kind = self.kinds[0]
-        cost = gcost.migration_cost(known_f, a.lookup(known), b.lookup(known), kind)
+        cost = gcost.migration_cost(known_f, on_a, on_b, kind)
         rest = self._rest_load(kind, known_f)
         cost += rest * moved_share(a.ring, b.ring)  # untracked keys move where H_c changes owner
         ideal = (float(gcost.beta(kind, known_f).sum()) + rest) / b.channels

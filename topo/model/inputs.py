@@ -25,6 +25,14 @@ def arrival_times(messages: int, rate: float | None, ts: np.ndarray | None = Non
     return relative * ((messages - 1) / rate / span)
 
 
+def source_keys(key_hash: np.ndarray, source: int, sources: int) -> np.ndarray:
+    """Source `source`'s key hashes: the stream's own array when it is the only source and the array is writable
+    (the simulator's compiled loop is built for writable arrays; nothing writes to them), else a copy of its share."""
+    if sources == 1 and key_hash.flags.writeable:
+        return key_hash
+    return key_hash[source::sources].copy()
+
+
 def source_share(values: np.ndarray | None, source: int, sources: int) -> np.ndarray | None:
     """Source `source`'s share of a per-message array: messages source, source + sources, ... (shuffle into sources)."""
     return None if values is None else np.ascontiguousarray(np.asarray(values)[source::sources])

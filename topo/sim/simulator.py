@@ -33,7 +33,7 @@ from groupings.contract import Controller, Partitioner
 from topo.data.streams import StreamLike
 from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
 from topo.model.control import ControlPeriods, Repartition
-from topo.model.inputs import arrival_times, source_seed, source_share
+from topo.model.inputs import arrival_times, source_keys, source_seed, source_share
 from topo.results.extras import batch_table, run_extras
 from topo.results.metrics import (
     RunResult,
@@ -157,7 +157,7 @@ class Simulation:
                 SourceNode(
                     s,
                     make_grouping(s),
-                    keys=key_hash[s::every].copy(),
+                    keys=source_keys(key_hash, s, every),
                     arrivals=source_share(arrivals, s, every),
                     pool=self.pool.workers,
                     active=spec.workers,
