@@ -1,15 +1,15 @@
 """How fast the simulator runs, in one run: every grouping family at 10M messages over 100 workers, key grouping at
 1M messages over 10, 100 and 1,000 workers, and the routing-only engine on the same streams as the floor.
 
-python benchmarks/bench_sim.py                                  # the whole table (about 3 minutes on one core)
+python benchmarks/bench_sim.py                                  # the whole table (about 4 minutes on one core)
 python benchmarks/bench_sim.py --messages 1000000 --grouping kg --workers 100 --workers 1000
 
-Each row: wall time of `simulate` (the stream made beforehand), simulated tuples per wall second, the simulator's
-own clocks (the event loop, the sources' steps within it unless the compiled loop ran, the outputs), buffers
-simulated, and the routing-only engine's time on the same stream and grouping (`experiments.routing.route_stream`:
-no queues, no acks, no clock), which no simulator of the same strategy can beat. Cost 0.1 ms per tuple, 1 source,
-saturating input, the spec's default buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z = 1.2 over
-100,000 keys.
+Each row: wall time of `simulate` (the stream made beforehand; the median of `--repeat` runs, the fastest and
+slowest in brackets), simulated tuples per wall second, the simulator's own clocks (the event loop, the sources'
+steps within it unless the compiled loop ran, the outputs), buffers simulated, and the routing-only engine's time
+on the same stream and grouping (`experiments.routing.route_stream`: no queues, no acks, no clock), which no
+simulator of the same strategy can beat. Cost 0.1 ms per tuple, 1 source, saturating input, the spec's default
+buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z = 1.2 over 100,000 keys.
 """
 
 from __future__ import annotations
@@ -30,29 +30,37 @@ FAMILIES = ("kg", "sg", "pkg", "cg", "fish", "gedik")  # hashing, shuffling, cho
 DEFAULT_CASES = [*((10_000_000, 100, g) for g in FAMILIES), *((1_000_000, n, "kg") for n in (10, 100, 1000))]
 
 
-def bench(messages: int, workers: int, grouping: str, keys: int, z: float, streams: dict) -> dict:
-    """Simulate one configuration; where the time went, and the routing-only floor on the same stream."""
+def bench(messages: int, workers: int, grouping: str, keys: int, z: float, streams: dict, repeat: int = 1) -> dict:
+    """Simulate one configuration `repeat` times: the run of median wall time, where its time went, the fastest
+    and slowest walls, and the routing-only floor on the same stream."""
     if messages not in streams:
         streams.clear()  # one stream in memory at a time
         streams[messages] = load_stream(f"zipf:z={z},keys={keys},messages={messages},seed=7")
     stream = streams[messages]
     spec = TopologySpec(grouping=grouping, engine="sim", workers=workers, sources=1, cost_ms=0.1)
-    clock = time.perf_counter()
-    result = simulate(spec, stream)
-    wall = time.perf_counter() - clock
+    runs = []
+    for _ in range(repeat):
+        clock = time.perf_counter()
+        result = simulate(spec, stream)
+        runs.append((time.perf_counter() - clock, result.summary))
+        del result  # one run's outputs in memory at a time
+    runs.sort(key=lambda run: run[0])
+    wall, summary = runs[len(runs) // 2]
     clock = time.perf_counter()
     route_stream(grouping, stream.key_hash, workers, sources=1, seed=spec.seed)
     floor = time.perf_counter() - clock
-    clocks = result.summary["wall_clock_s"]
+    clocks = summary["wall_clock_s"]
     return {"grouping": grouping, "messages": messages, "workers": workers, "wall_s": wall,
+            "fastest_s": runs[0][0], "slowest_s": runs[-1][0],
             "tuples_per_s": messages / wall, "loop_s": clocks["loop"], "route_s": clocks["route"],
-            "outputs_s": clocks["metrics"], "buffers": result.summary["sim"]["batches"], "floor_s": floor}
+            "outputs_s": clocks["metrics"], "buffers": summary["sim"]["batches"], "floor_s": floor}
 
 
 def line(r: dict) -> str:
     # the compiled event loop does not time its sources' steps apart
     inner = "compiled loop  " if r["route_s"] is None else f"sources {r['route_s']:6.2f}"
-    return (f"{r['grouping']:>6} {r['messages']:>11,} x {r['workers']:>5,} | wall {r['wall_s']:7.2f} s "
+    spread = f" ({r['fastest_s']:.2f}-{r['slowest_s']:.2f})" if r["slowest_s"] > r["fastest_s"] else ""
+    return (f"{r['grouping']:>6} {r['messages']:>11,} x {r['workers']:>5,} | wall {r['wall_s']:7.2f} s{spread} "
             f"{r['tuples_per_s'] / 1e6:5.2f} M tuples/s | loop {r['loop_s']:6.2f} ({inner}) "
             f"outputs {r['outputs_s']:5.2f} | {r['buffers']:>10,} buffers | routing only {r['floor_s']:5.2f} s")
 
@@ -68,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="grouping, repeatable (default: the whole table; kg when another option is given)")
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys of the Zipf stream (default 100,000)")
     p.add_argument("--z", type=float, default=1.2, help="Zipf exponent of the stream (default 1.2)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each case; the line gives the run of median wall time, and the fastest and slowest "
+                        "walls in brackets (default 3: this machine's first touch of fresh memory varies by seconds)")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1 (got {args.repeat})")
     if args.messages is None and args.workers is None and args.grouping is None:
         cases = DEFAULT_CASES
     else:
@@ -76,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     streams: dict = {}
     spec = TopologySpec()
     print(f"simulator, 1 source, cost 0.1 ms, the spec's buffering ({spec.batch_size} tuples, {spec.linger_ms:g} ms "
-          f"linger, {spec.max_pending} in flight), Zipf z={args.z} over {args.keys:,} keys, saturating input")
+          f"linger, {spec.max_pending} in flight), Zipf z={args.z} over {args.keys:,} keys, saturating input, "
+          f"median of {args.repeat} run{'s' if args.repeat > 1 else ''}")
     for messages, workers, grouping in cases:
-        print(line(bench(messages, workers, grouping, args.keys, args.z, streams)), flush=True)
+        print(line(bench(messages, workers, grouping, args.keys, args.z, streams, args.repeat)), flush=True)
     return 0
 
 

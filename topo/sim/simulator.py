@@ -46,6 +46,7 @@ from topo.schedule import MESSAGES, Change
 from topo.sim import compiled as fast
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD, Kernel
 from topo.sim.feed import LogFeed
+from topo.sim.pages import small_pages
 from topo.sim.queueing import LOG_COLUMNS, LOG_ROW_BYTES, Observer, WorkerPool
 from topo.spec import TopologySpec
 
@@ -385,7 +386,8 @@ def simulate(
     capacity_schedule lists (time_s, capacities) changes; progress gets the number of tuples emitted so far;
     controller and delegation replace the strategy's own (tests and custom strategies).
     """
-    return Simulation(spec, stream, make_grouping, capacity_schedule, progress, controller, delegation).run()
+    with small_pages():  # (the first touch of huge pages cost more than the run's own work on VMs: `pages`)
+        return Simulation(spec, stream, make_grouping, capacity_schedule, progress, controller, delegation).run()
 
 
 def _registered_grouping(spec: TopologySpec, controller: Controller | None) -> Callable[[int], Partitioner]:
