@@ -143,7 +143,7 @@ CHANNELS = ("_buffers._head", "_buffers._tail", "_held", "_oldest", "in_flight",
 
 
 def _joined(sources: list, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The sources' keys, arrivals, buffer links and seqs, each as one array (the loop's): the sources' own arrays
+    """The sources' keys, arrivals and buffer links, each as one array (the loop's): the sources' own arrays
     become views of it, one array at a time, so nothing is held twice or copied back (one source's are its own)."""
     def join(parts: list[np.ndarray], rebind) -> np.ndarray:
         whole = parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -157,8 +157,7 @@ def _joined(sources: list, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
     return (join([source.node.keys for source in sources], lambda source, view: setattr(source.node, "keys", view)),
             join([source.node.arrival for source in sources], arrival),
             join([source.node._buffers._after for source in sources],
-                 lambda source, view: setattr(source.node._buffers, "_after", view)),
-            join([source.seqs for source in sources], lambda source, view: setattr(source, "seqs", view)))
+                 lambda source, view: setattr(source.node._buffers, "_after", view)))
 
 
 def _attr(obj, dotted: str):

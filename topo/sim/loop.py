@@ -57,7 +57,7 @@ E_STREAM, E_WORKER, E_ROUTED = 1, 2, 3
 # scratch = (chosen, lag, workers, sizes, positions, the lag sum's stack): room for one routing call (batch size)
 # and one cut of every due buffer of a source (a channel holds fewer than two batches, so at most two buffers and
 # 2 x batch tuples each)
-# Per source: `src` = (offsets, keys, arrival, after, seqs, wire) holds every source's input arrays one after
+# Per source: `src` = (offsets, keys, arrival, after, wire) holds every source's input arrays one after
 # another (source s's at offsets[s]:offsets[s + 1]); `chan` = (head, tail, held, oldest, in_flight, max_in_flight)
 # one row per source; `stack` = the sources' grouping states, each field one row per source.
 # `fb` = (meters, inbox fields, inbox (worker, signal), inbox (count, signals), pairing, sent, wire fields, wire
@@ -142,7 +142,7 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows, fb, sign
         g[ERROR] = E_STREAM
         return
     done = _lindley(w, index, first, now, service, free_at, log, fifo,
-                    (s, _part(src[4], src[0], s), _part(src[2], src[0], s), who[0], who[1], who[2]))
+                    (s, src[0].size - 1, _part(src[2], src[0], s), who[0], who[1], who[2]))
     g[QUEUED] += size
     if signals:
         g[MARKS] = max(g[MARKS], acks.arrive(fb[0], w, now, size))
@@ -164,7 +164,7 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
                            _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], in_flight[s],
                            max_in_flight[s], workers, sizes, positions)
     sizes_in_flight, first_in_flight, count_in_flight = ring
-    wire = _part(src[5], src[0], s)
+    wire = _part(src[4], src[0], s)
     start = 0
     for i in range(cut):
         w, size = workers[i], sizes[i]
@@ -359,7 +359,7 @@ def run_events(kernel, stack, heap, g, now, src, chan, ring, si, sf, cfg_i, cfg_
                 return now
             _plan(s, np.nan, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
         elif kind == K_ARRIVE:
-            _arrive(s, w, _part(src[5], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows, fb, signals)
+            _arrive(s, w, _part(src[4], src[0], s)[x : x + y], z, t, now, heap, g, src, pool, rows, fb, signals)
             if g[ERROR]:
                 return now
         elif kind == K_DONE:

@@ -29,7 +29,7 @@ def _lindley(w, index, first, at, service, free_at, log, fifo, who):
     Fill their log slots from `first` on (who sent which input tuple, and when it arrived); return the last finish."""
     worker, enqueue, start, finish = log
     after, head, tail = fifo
-    source, seqs, arrivals, source_out, seq_out, arrival_out = who
+    source, sources, arrivals, source_out, seq_out, arrival_out = who
     for i in range(index.size):
         slot = first + i
         begin = at if at > free_at[w] else free_at[w]
@@ -40,7 +40,7 @@ def _lindley(w, index, first, at, service, free_at, log, fifo, who):
         start[slot] = begin
         finish[slot] = end
         source_out[slot] = source
-        seq_out[slot] = seqs[index[i]]
+        seq_out[slot] = source + index[i] * sources  # message seq went to source seq % sources
         arrival_out[slot] = arrivals[index[i]]
         # each worker's queue is a linked list over slots, walked later to count what it holds
         after[slot] = -1
@@ -131,17 +131,18 @@ class WorkerPool:
         self.capacity[:] = capacity
         self.service_s[:] = self.cost_s / capacity
 
-    def enqueue_buffer(self, w: int, index: np.ndarray, at: float, source: int, seqs: np.ndarray,
+    def enqueue_buffer(self, w: int, index: np.ndarray, at: float, source: int, sources: int,
                        arrivals: np.ndarray) -> tuple[int, float]:
-        """Queue a buffer for worker w arriving at `at`: `source`'s input positions `index` (whose global seqs and
-        arrival times are `seqs` and `arrivals`). Its first slot and last finish."""
+        """Queue a buffer for worker w arriving at `at`: input positions `index` of `source`, one of `sources`
+        (position p is message seq source + p * sources), whose arrival times are `arrivals`. Its first slot and last
+        finish."""
         first, size = self.size, len(index)
         if first + size > len(self.worker):
             raise RuntimeError("more tuples queued than the stream holds")
         if not 0 <= w < self.workers:
             raise ValueError(f"the grouping routed a tuple to worker {w}, outside [0, {self.workers})")
         service, free_at, log, fifo, out = self.arrays
-        done = _lindley(w, index, first, at, service, free_at, log, fifo, (source, seqs, arrivals, *out))
+        done = _lindley(w, index, first, at, service, free_at, log, fifo, (source, sources, arrivals, *out))
         self.size += size
         return first, done
 

@@ -58,10 +58,9 @@ UNREAD = (0.0, 0.0, 0.0, 0.0, 0)  # the fields of an ack that nothing reads (no 
 class SimSource:
     """Drives one `SourceNode` from the event kernel: a step when input, a deadline or an ack calls for it."""
 
-    def __init__(self, sim: Simulation, node: SourceNode, seqs: np.ndarray) -> None:
+    def __init__(self, sim: Simulation, node: SourceNode) -> None:
         self.sim = sim
         self.node = node
-        self.seqs = seqs  # the global seq of each input position of this source
         self._wake_at = np.inf  # the pending wake-up, if any (only the earliest one counts)
         self._token = 0
 
@@ -169,7 +168,6 @@ class Simulation:
                     draining=draining,
                     spout_pending=spec.max_spout_pending,
                 ),
-                seqs=np.arange(s, messages, every, dtype=np.int64),
             )
             for s in range(every)
         ]
@@ -255,7 +253,7 @@ class Simulation:
         """A buffer reaches its worker: queue its tuples (their finish times are known at once)."""
         now, w, size = self.kernel.now, buffer.worker, len(buffer.index)
         node = source.node
-        first, done = self.pool.enqueue_buffer(w, buffer.index, now, node.index, source.seqs, node.arrival)
+        first, done = self.pool.enqueue_buffer(w, buffer.index, now, node.index, len(self.sources), node.arrival)
         end = first + size
         if self._metered:
             self.meters[w].arrive(now, size)
@@ -330,8 +328,8 @@ class Simulation:
             self.kernel.run()
         for source in self.sources:
             source.node.finish(self.kernel.now)
-            # what only the loop reads, 16 bytes a tuple: each position's seq, and the links of its buffers
-            source.seqs, source.node._buffers._after = source.seqs[:0].copy(), source.node._buffers._after[:0].copy()
+            # what only the loop reads, 8 bytes a tuple: the links of its buffers
+            source.node._buffers._after = source.node._buffers._after[:0].copy()
 
     def _tuples(self) -> Iterator[tuple]:
         """The processed tuples' keys, workers and values, a chunk of the log at a time as the loop writes it."""
