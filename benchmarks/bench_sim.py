@@ -5,16 +5,19 @@ python benchmarks/bench_sim.py                                  # the whole tabl
 python benchmarks/bench_sim.py --messages 1000000 --grouping kg --workers 100 --workers 1000
 
 Each row: wall time of `simulate` (the stream made beforehand; the median of `--repeat` runs, the fastest and
-slowest in brackets), simulated tuples per wall second, the simulator's own clocks (the event loop, the sources'
-steps within it unless the compiled loop ran, the outputs), buffers simulated, and the routing-only engine's time
-on the same stream and grouping (`experiments.routing.route_stream`: no queues, no acks, no clock), which no
-simulator of the same strategy can beat. Cost 0.1 ms per tuple, 1 source, saturating input, the spec's default
-buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z = 1.2 over 100,000 keys.
+slowest in brackets), simulated tuples per wall second, the process's kernel CPU seconds in that run (mostly the
+first touch of fresh memory, which on this virtual machine varies from run to run), the simulator's own clocks
+(the event loop, the sources' steps within it unless the compiled loop ran, the outputs), buffers simulated, and
+the routing-only engine's time on the same stream and grouping (`experiments.routing.route_stream`: no queues, no
+acks, no clock), which no simulator of the same strategy can beat. Cost 0.1 ms per tuple, 1 source, saturating
+input, the spec's default buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z = 1.2 over 100,000
+keys.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -40,17 +43,18 @@ def bench(messages: int, workers: int, grouping: str, keys: int, z: float, strea
     spec = TopologySpec(grouping=grouping, engine="sim", workers=workers, sources=1, cost_ms=0.1)
     runs = []
     for _ in range(repeat):
-        clock = time.perf_counter()
+        kernel, clock = resource.getrusage(resource.RUSAGE_SELF).ru_stime, time.perf_counter()
         result = simulate(spec, stream)
-        runs.append((time.perf_counter() - clock, result.summary))
+        wall, kernel = time.perf_counter() - clock, resource.getrusage(resource.RUSAGE_SELF).ru_stime - kernel
+        runs.append((wall, kernel, result.summary))
         del result  # one run's outputs in memory at a time
     runs.sort(key=lambda run: run[0])
-    wall, summary = runs[len(runs) // 2]
+    wall, kernel, summary = runs[len(runs) // 2]
     clock = time.perf_counter()
     route_stream(grouping, stream.key_hash, workers, sources=1, seed=spec.seed)
     floor = time.perf_counter() - clock
     clocks = summary["wall_clock_s"]
-    return {"grouping": grouping, "messages": messages, "workers": workers, "wall_s": wall,
+    return {"grouping": grouping, "messages": messages, "workers": workers, "wall_s": wall, "kernel_s": kernel,
             "fastest_s": runs[0][0], "slowest_s": runs[-1][0],
             "tuples_per_s": messages / wall, "loop_s": clocks["loop"], "route_s": clocks["route"],
             "outputs_s": clocks["metrics"], "buffers": summary["sim"]["batches"], "floor_s": floor}
@@ -61,7 +65,8 @@ def line(r: dict) -> str:
     inner = "compiled loop  " if r["route_s"] is None else f"sources {r['route_s']:6.2f}"
     spread = f" ({r['fastest_s']:.2f}-{r['slowest_s']:.2f})" if r["slowest_s"] > r["fastest_s"] else ""
     return (f"{r['grouping']:>6} {r['messages']:>11,} x {r['workers']:>5,} | wall {r['wall_s']:7.2f} s{spread} "
-            f"{r['tuples_per_s'] / 1e6:5.2f} M tuples/s | loop {r['loop_s']:6.2f} ({inner}) "
+            f"{r['tuples_per_s'] / 1e6:5.2f} M tuples/s | kernel {r['kernel_s']:4.2f} s "
+            f"| loop {r['loop_s']:6.2f} ({inner}) "
             f"outputs {r['outputs_s']:5.2f} | {r['buffers']:>10,} buffers | routing only {r['floor_s']:5.2f} s")
 
 
