@@ -1,9 +1,8 @@
 """Small memory pages for a simulation's arrays.
 
-numpy asks the kernel for transparent huge pages (madvise) for every array of 4 MB or more. Where the kernel backs
-them on first touch by zeroing 2 MB at a time, as on the virtual machines this project is measured on, a 10M-tuple
-run spent 2.3-2.5 s of kernel time in its first touches against 0.5 s with small pages, about half its wall time
-(`benchmarks/bench_pages.py`). A run asks for small pages while it allocates and runs; a `NUMPY_MADVISE_HUGEPAGE`
+numpy asks the kernel for transparent huge pages (madvise) for every array of 4 MB or more. On the virtual machine
+this project is measured on, a 10M-tuple run spent 2.2-2.3 s of kernel time zeroing them on first touch against
+0.5 s with small pages, about half its wall time (`benchmarks/bench_pages.py`, `results/sim-pages/`). A run asks for small pages while it allocates and runs; a `NUMPY_MADVISE_HUGEPAGE`
 the user set (numpy's own switch, read when numpy loads) is left to decide.
 """
 
