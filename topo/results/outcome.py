@@ -67,7 +67,7 @@ def run_result(
     outcome on another thread meanwhile: both passes release the GIL); `source_stats(duration_s)` gives each
     source's node stats; `amend(summary)` adds the engine's own fields before the headroom is judged and returns
     the engine's own delays it measured, as `headroom.attach` takes them (transit and ack lateness p99, ms); `loads`
-are the log's `worker_loads` (or their future) when the engine folded them already.
+    are the log's `worker_loads` (or their future) when the engine folded them already.
     """
     loads = worker_loads(log, workers) if loads is None else loads.result() if isinstance(loads, Future) else loads
     start, end = loads.first_s, loads.last_s

@@ -2,15 +2,16 @@
 
 numpy asks the kernel for transparent huge pages (madvise) for every array of 4 MB or more. On the virtual machine
 this project is measured on, a 10M-tuple run spent 2.2-2.3 s of kernel time zeroing them on first touch against
-0.5 s with small pages, about half its wall time (`benchmarks/bench_pages.py`, `results/sim-pages/`). A run asks for small pages while it allocates and runs; a `NUMPY_MADVISE_HUGEPAGE`
-the user set (numpy's own switch, read when numpy loads) is left to decide.
+0.5 s with small pages, about half its wall time (`benchmarks/bench_pages.py`, `results/sim-pages/`). A run asks
+for small pages while it allocates and runs; a `NUMPY_MADVISE_HUGEPAGE` the user set (numpy's own switch, read when
+numpy loads) is left to decide.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -20,8 +21,9 @@ _depth = 0  # runs inside `small_pages` now (threads may run several)
 _before = True  # numpy's choice before the first of them
 
 
-def hugepage_switch():
-    # numpy's run-time form of NUMPY_MADVISE_HUGEPAGE (returns the previous choice); None where numpy lacks it
+def hugepage_switch() -> Callable[[bool], bool] | None:
+    """numpy's run-time form of NUMPY_MADVISE_HUGEPAGE: switch(on) returns the choice before; None where this numpy
+    has none."""
     return getattr(getattr(np, "_core", np).multiarray, "_set_madvise_hugepage", None)
 
 
