@@ -9,7 +9,7 @@ import pytest
 from groupings.control import Controller
 from groupings.feedback import AckReport, WorkerReport
 from topo.data.streams import StreamArrays
-from topo.results.metrics import TupleLog, aggregation_cost
+from topo.results.aggregation import aggregation_cost
 from topo.schedule import Change, parse_capacity_schedule, parse_scale_schedule
 from topo.sim import simulate
 from topo.spec import SpecError, TopologySpec
@@ -226,11 +226,35 @@ def test_aggregation_counts_keys_per_worker_per_period():
     finish = np.array([0.1, 0.2, 0.3, 1.1, 1.2, 1.3])
     worker = np.array([0, 0, 1, 0, 1, 1], dtype=np.int32)
     key = np.array([7, 7, 7, 7, 8, 8], dtype=np.uint64)
-    z = np.zeros(6)
-    log = TupleLog(np.arange(6), np.zeros(6, np.int32), worker, z, z, z, finish)
-    cost = aggregation_cost(log, key, period_s=1.0)
-    # period 0: w0 {7}, w1 {7}; period 1: w0 {7}, w1 {8}
-    assert cost["flushes"] == 4 and cost["keys_flushed"] == 4
+    for size in (1, 2, 6):  # the log a chunk at a time: each worker's open period carries over
+        cost = aggregation_cost(((key[a : a + size], worker[a : a + size], finish[a : a + size])
+                                 for a in range(0, 6, size)), period_s=1.0)
+        # period 0: w0 {7}, w1 {7}; period 1: w0 {7}, w1 {8}
+        assert cost["flushes"] == 4 and cost["keys_flushed"] == 4
+
+
+def test_aggregation_a_chunk_at_a_time_counts_what_the_whole_log_holds():
+    rng = np.random.default_rng(4)
+    for _ in range(100):
+        n, workers = int(rng.integers(1, 300)), int(rng.integers(1, 6))
+        worker = rng.integers(0, workers, n).astype(np.int32)
+        finish = np.zeros(n)
+        for w in range(workers):  # a FIFO worker finishes in log order
+            rows = np.flatnonzero(worker == w)
+            finish[rows] = np.cumsum(rng.exponential(0.1, rows.size))
+        key = rng.integers(0, int(rng.integers(1, 20)), n).astype(np.uint64)
+        period = float(rng.choice([0.05, 0.3, 10.0]))
+        bucket = np.floor(finish / period).astype(int)
+        flushes = {(int(w), int(b)) for w, b in zip(worker, bucket, strict=True)}
+        flushed = {(int(w), int(b), int(k)) for w, b, k in zip(worker, bucket, key, strict=True)}
+        for size in (1, 3, 50, n):
+            cost = aggregation_cost(((key[a : a + size], worker[a : a + size], finish[a : a + size])
+                                     for a in range(0, n, size)), period)
+            assert (cost["flushes"], cost["keys_flushed"]) == (len(flushes), len(flushed))
+    back = [(np.array([1], np.uint64), np.array([0]), np.array([2.5])),
+            (np.array([1], np.uint64), np.array([0]), np.array([0.5]))]
+    with pytest.raises(ValueError, match="go back"):
+        aggregation_cost(back, 1.0)
 
 
 def test_aggregation_in_the_summary():

@@ -191,22 +191,6 @@ def active_seconds(history: Sequence[tuple[float, int]], workers: int, start: fl
     return out
 
 
-def aggregation_cost(log: TupleLog, key_hash: np.ndarray, period_s: float) -> dict:
-    """Periodic aggregation: every period each worker flushes the partial state of the keys it updated since
-    its last flush; the cost grows with how many workers share a key (replication)."""
-    if not len(log):
-        return {"period_s": period_s, "flushes": 0, "keys_flushed": 0, "keys_per_flush": 0.0}
-    bucket = np.floor(log.finish_s / period_s).astype(np.int64)
-    order = np.lexsort((key_hash, log.worker, bucket))
-    b, w, k = bucket[order], log.worker[order], key_hash[order]
-    new_flush = np.ones(len(b), bool)
-    new_flush[1:] = (b[1:] != b[:-1]) | (w[1:] != w[:-1])
-    new_key = new_flush.copy()
-    new_key[1:] |= k[1:] != k[:-1]
-    flushes, keys = int(new_flush.sum()), int(new_key.sum())
-    return {"period_s": period_s, "flushes": flushes, "keys_flushed": keys, "keys_per_flush": keys / flushes}
-
-
 def timeseries(
     log: TupleLog,
     workers: int,

@@ -34,12 +34,9 @@ from topo.data.streams import StreamLike
 from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
 from topo.model.control import ControlPeriods, Repartition
 from topo.model.inputs import arrival_times, source_keys, source_seed, source_share
+from topo.results.aggregation import aggregation_cost
 from topo.results.extras import batch_table, run_extras
-from topo.results.metrics import (
-    RunResult,
-    TupleLog,
-    aggregation_cost,
-)
+from topo.results.metrics import RunResult, TupleLog
 from topo.results.outcome import operator_outcome, run_result
 from topo.results.passes import worker_loads
 from topo.schedule import MESSAGES, Change
@@ -293,12 +290,16 @@ class Simulation:
         clock = time.perf_counter()
         spec = self.spec
         kernel = fast.kernel_of(self) if compiled else None
-        # the operator's outcome and the workers' loads come from the rows as they are written, on other threads
-        # (the loop and the passes release the GIL)
-        with ThreadPoolExecutor(2) as readers:
+        # the operator's outcome, the workers' loads and the aggregation's cost come from the rows as they are
+        # written, on other threads (the loop and the passes release the GIL)
+        aggregating = spec.aggregate_every_s is not None
+        with ThreadPoolExecutor(3 if aggregating else 2) as readers:
             keys = readers.submit(operator_outcome, spec.operator, self._tuples, self.pool.workers,
                                   spec.operator_params)
             loads = readers.submit(worker_loads, self.feed, self.pool.workers)
+            flushes = None
+            if aggregating:
+                flushes = readers.submit(aggregation_cost, self._finished(), spec.aggregate_every_s)
             try:
                 self._loop(kernel)
             finally:
@@ -308,7 +309,7 @@ class Simulation:
             if self.progress is not None:
                 self.progress(emitted)
             batches = len(self.batches)
-            result = self._result(keys, loads, emitted)
+            result = self._result(keys, loads, flushes, emitted)
         result.summary["sim"] = {"events": self.kernel.processed, "batches": batches}
         # the one part of a summary that differs between two runs of the same seed
         result.summary["wall_clock_s"] = {
@@ -338,12 +339,14 @@ class Simulation:
         for _, (seq, worker) in self.feed.chunks("seq", "worker"):
             yield self.key_hash[seq], worker, None if values is None else values[seq]
 
-    def _result(self, keys: Future, loads: Future, emitted: int) -> RunResult:
+    def _finished(self) -> Iterator[tuple]:
+        """The processed tuples' keys, workers and finish times, a chunk of the log at a time as the loop writes it."""
+        for _, (seq, worker, finish_s) in self.feed.chunks("seq", "worker", "finish_s"):
+            yield self.key_hash[seq], worker, finish_s
+
+    def _result(self, keys: Future, loads: Future, flushes: Future | None, emitted: int) -> RunResult:
         spec, pool = self.spec, self.pool
         log = TupleLog(**{f.name: getattr(pool, f.name)[:emitted] for f in fields(TupleLog)})
-        aggregation = None
-        if spec.aggregate_every_s is not None:  # (a pass over the whole log at once)
-            aggregation = aggregation_cost(log, self.key_hash[log.seq], spec.aggregate_every_s)
         control, delegation = self.control, self.delegation
         extra = run_extras(
             spec, self.stream, log, pool.workers, self.capacity_history, self.active_history,
@@ -352,7 +355,7 @@ class Simulation:
             controller=None if control is None else self.controller.stats(),
             signals={k: sum(m.signals[k] for m in self.meters) for k in ("increase", "decrease")},
             delegation=None if delegation is None else delegation.stats(),
-            aggregation=aggregation,
+            aggregation=None if flushes is None else flushes.result(),
         )
         batches, self.batches = self._batch_table(), []  # the rows go once their table is made
         return run_result(
