@@ -101,8 +101,9 @@ def test_gedik_build_time_directions(outputs):
     out, n = outputs["gedik-build-time"]
     _files(out, "build_time")
     low = n["by_sigma"][0]
-    # at the lowest sigma Readj is the slowest by a wide margin, Scan the fastest (times of one run, generous)
-    assert low["readj_s"] > 2 * low["redist_s"] > 2 * low["scan_s"]
+    # at the lowest sigma Readj is the slowest by a wide margin (about 25x Redist here). Scan and Redist both take
+    # a fraction of a millisecond, within noise of each other, so Scan's lead is checked on evaluations below
+    assert low["readj_s"] > 4 * max(low["redist_s"], low["scan_s"])
     for sweep in ("by_sigma", "by_n", "by_z"):
         for r in n[sweep]:
             if r["tracked"] >= 4:  # Scan scores the fewest candidates wherever there is something to place
