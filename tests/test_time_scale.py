@@ -60,7 +60,7 @@ def test_shrink_puts_every_reported_time_back_in_emulated_time():
         aggregator={"registrations": [{"worker": 0, "at": t0 + 8.0}], "restored": None},
         sources=[{"index": 0, "batches": np.array([[1, 0, 2, 4.0, 8.0, 1]], np.float64), "resumed": None,
                   "node": {"blocked_s": 4.0, "input_lag_max_ms": 40.0, "input_lag_mean_ms": 4.0, "loop_s": 12.0,
-                           "busy_fraction": 0.5}}],
+                           "busy_fraction": 0.5, "routed": 2, "late": {"bins": [[40.0, 1]], "max_ms": 48.0}}}],
         workers=[{"transit_ms": {"p50": 4.0, "p99": 8.0, "max": 12.0, "count": 3}, "paused_s": 0.4,
                   "emulator": {"busy_s": 8.0, "lost_s": 0.4, "cost_ms": 4.0, "cpu_s": 1.0,
                                "late_ms": {"p50": 8.0, "p99": 16.0, "max": 20.0, "count": 3}}}],
@@ -76,6 +76,7 @@ def test_shrink_puts_every_reported_time_back_in_emulated_time():
     assert out.sources[0]["batches"][0].tolist() == [1, 0, 2, 1.0, 2.0, 1]
     node = out.sources[0]["node"]
     assert (node["blocked_s"], node["input_lag_max_ms"], node["loop_s"], node["busy_fraction"]) == (1.0, 10.0, 3.0, 0.5)
+    assert node["late"] == {"bins": [[10.0, 1]], "max_ms": 12.0} and node["routed"] == 2
     worker = out.workers[0]
     assert worker["transit_ms"] == {"p50": 1.0, "p99": 2.0, "max": 3.0, "count": 3}
     assert worker["emulator"]["late_ms"] == {"p50": 2.0, "p99": 4.0, "max": 5.0, "count": 3}

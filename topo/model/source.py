@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from groupings.feedback import AckReport
+from topo.model.lateness import Lateness
 
 ACK_FIELDS = ("queue_len", "load", "utilization", "service_ms", "signals", "acked")
 
@@ -115,6 +116,8 @@ class SourceNode:
         self.clock = -np.inf  # the latest time a step ran
         self.lag_max_s = 0.0  # the longest a tuple waited at the source before it was routed
         self.lag_sum_s = 0.0
+        self._due: float | None = None  # when the node said it would step next (its last `next_wakeup`)
+        self.late = Lateness()  # tuples that waited for a step that came after that (never in the simulator)
 
     # --- what the engine asks
 
@@ -143,6 +146,8 @@ class SourceNode:
             "blocked_fraction": self.blocked_s / duration_s if duration_s > 0 else 0.0,
             "input_lag_max_ms": self.lag_max_s * 1e3,
             "input_lag_mean_ms": self.lag_sum_s / self.routed * 1e3 if self.routed else 0.0,
+            "routed": self.routed,
+            "late": self.late.stats(),
             "max_in_flight": self.max_in_flight.tolist(),
             "max_pending_tuples": self.max_pending_tuples,
         }
@@ -154,6 +159,9 @@ class SourceNode:
     def step(self, now: float) -> list[Buffer]:
         """Route what has arrived by `now` (unless backpressured) and return the buffers that go out now."""
         self.clock = max(self.clock, now)
+        due, self._due = self._due, None
+        if due is not None and now - due >= 1e-3 and not (self.blocked or self.saturating):
+            self._count_late(now, due)
         self._deliver_feedback(now)
         out: list[Buffer] = []
         while True:
@@ -195,15 +203,20 @@ class SourceNode:
             times.append(float(self.arrival[max(last, self.routed)]))
             if self.end_s is not None:
                 times.append(self.end_s)  # the source stops at the end and flushes what it holds
-        if not times:
-            return None
-        return max(now, min(times))
+        self._due = max(now, min(times)) if times else None
+        return self._due
 
     def _tick_at_or_after(self, t: float) -> float:
         if not self.linger_s > 0:
             return t
         k = max(1, math.ceil(t / self.linger_s - 1e-9))  # the first tick is one linger after the start
         return float(k * self.linger_s)
+
+    def _ticks_at_or_after(self, t: np.ndarray) -> np.ndarray:
+        """`_tick_at_or_after` of each arrival: the model routes a tuple no earlier than that."""
+        if not self.linger_s > 0:
+            return t
+        return np.maximum(1.0, np.ceil(t / self.linger_s - 1e-9)) * self.linger_s
 
     def _tick_after(self, now: float) -> float:
         if not self.linger_s > 0:
@@ -227,7 +240,7 @@ class SourceNode:
         self._released[worker] = 0
         if self.takes_feedback:
             self._inbox.append((worker, *fields, int(acked)))
-        waiting = self._held[worker] > 0 and self.in_flight[worker] == self.credits - 1 and self._due(worker, now)
+        waiting = self._held[worker] > 0 and self.in_flight[worker] == self.credits - 1 and self._is_due(worker, now)
         return bool(self.blocked or waiting or self.done)
 
     def release(self, worker: int) -> None:
@@ -273,7 +286,15 @@ class SourceNode:
         self.max_pending_tuples = max(self.max_pending_tuples, self.pending)
         self._buffers.append(chosen, begin)
 
-    def _due(self, w: int, now: float) -> bool:
+    def _count_late(self, now: float, due: float) -> None:
+        """The step due at `due` came at `now` (the engine's loop stalled, not backpressure): every tuple that
+        arrived meanwhile waited from its own flush tick (or `due`) until now, at least."""
+        arrived = self._available(now)
+        if arrived > self.routed:
+            ticks = self._ticks_at_or_after(self.arrival[self.routed : arrived])
+            self.late.add((now - np.maximum(ticks, due)) * 1e3)
+
+    def _is_due(self, w: int, now: float) -> bool:
         """Worker w's buffer goes out: it is full, or its oldest tuple saw the last flush tick."""
         return bool(self._held[w] >= self.batch_size or self._oldest[w] <= self._last_tick(now) or self.exhausted)
 

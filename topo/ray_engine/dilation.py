@@ -19,6 +19,7 @@ import numpy as np
 
 import groupings
 from groupings.params import resolve
+from topo.model import lateness
 from topo.schedule import SECONDS
 from topo.spec import TopologySpec
 
@@ -101,6 +102,7 @@ def _source(report: dict, k: float) -> dict:
     if batches.size:
         batches[:, 3:5] /= k  # sent and acked, seconds after the start
     node = _scaled(report["node"], k, "blocked_s", "input_lag_max_ms", "input_lag_mean_ms", "loop_s")
+    node["late"] = lateness.scaled(node["late"], k)
     resumed = None if report.get("resumed") is None else _scaled(report["resumed"], k, "resume_s")
     return {**report, "batches": batches, "node": node, "resumed": resumed}
 

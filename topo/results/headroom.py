@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from topo.model.lateness import late_max_ms, late_p99_ms
+
 DELIVERED = 0.98  # below this share of the requested rate, the run did not carry its input
 SATURATED = 0.9  # a worker busy this much of the run had no time to spare
 # ... unless the engine's own delays bound the run: credits and feedback that come back late bunch the buffers
@@ -47,7 +49,8 @@ def headroom(
 ) -> dict:
     """The headroom facts and verdict of a run.
 
-    sources: each source node's `stats` (blocked_fraction, input lag), plus `busy_fraction` of its loop on Ray;
+    sources: each source node's `stats` (blocked_fraction, input lag, tuples routed late), plus `busy_fraction` of
+    its loop on Ray;
     transit_p99_ms: on Ray, the p99 of buffers' time from send to queue beyond the emulated network delay;
     ack_late_p99_ms: on Ray in sleep mode, the p99 of how long after its batch's deadline an ack left (the worker
     served on time in the model; the emulator got to it late, and credits and feedback came back that much later);
@@ -68,6 +71,8 @@ def headroom(
         "source_blocked_max": max((s["blocked_fraction"] for s in sources), default=0.0),
         "source_loop_busy_max": max(loop_busy) if loop_busy else None,
         "input_lag_max_ms": max((s["input_lag_max_ms"] for s in sources), default=0.0),
+        "route_late_p99_ms": late_p99_ms(sources),
+        "route_late_max_ms": late_max_ms(sources),
         "transit_p99_ms": transit_p99_ms,
         "ack_late_p99_ms": ack_late_p99_ms,
         "served_share_min": None if slowest is None else slowest[1],
@@ -81,7 +86,10 @@ def headroom(
     transit_bound = _delay_bound(transit_p99_ms, latency_p99_ms)
     # ... or the workers' acks left long after their batches were done, which delays credits and feedback
     late_bound = _delay_bound(ack_late_p99_ms, latency_p99_ms)
-    saturated = busiest >= (SATURATED_LATE if engine != "sim" and (transit_bound or late_bound) else SATURATED)
+    # ... or the sources' loops stalled, and routed the tuples that arrived meanwhile that much later than the model
+    stall_bound = _delay_bound(facts["route_late_p99_ms"], latency_p99_ms)
+    delayed = transit_bound or late_bound or stall_bound
+    saturated = busiest >= (SATURATED_LATE if engine != "sim" and delayed else SATURATED)
     # a cpu worker served below its capacity: its burns got less CPU than its share (in sleep mode a lightly loaded
     # worker's small batches each oversleep a little, which reads as a lower capacity without bounding anything)
     starved = engine != "sim" and work == "cpu" and slowest is not None and slowest[1] < SERVED
@@ -90,8 +98,7 @@ def headroom(
         w, share = slowest
         why = (f"the host, not the grouping, was the bottleneck: worker {w} served at {share:.0%} of its configured "
                f"capacity (its CPU burns got less than their share of a core); lower --core-share or the load")
-    elif engine != "sim" and not saturated and (short or loop_bound or ack_bound or transit_bound
-                                                        or late_bound):
+    elif engine != "sim" and not saturated and (short or loop_bound or ack_bound or delayed):
         verdict = ENGINE
         if short:
             what = f"it delivered {delivered:.0%} of the requested {rate:,.0f} tuples/s"
@@ -103,6 +110,10 @@ def headroom(
         elif late_bound:
             what = (f"its workers' acks left up to {ack_late_p99_ms:.0f} ms (p99) after their batches were served, "
                     f"against a p99 latency of {latency_p99_ms:.0f} ms")
+        elif stall_bound:
+            what = (f"its sources' loops stalled and routed tuples up to {facts['route_late_p99_ms']:.0f} ms (p99; at "
+                    f"worst {facts['route_late_max_ms']:.0f} ms) later than the model would have, against a p99 "
+                    f"latency of {latency_p99_ms:.0f} ms")
         else:
             what = f"its sources waited for credits {facts['source_blocked_max']:.0%} of the run"
         why = (f"the {engine} engine, not the grouping, was the bottleneck: {what} while the busiest worker was busy "
@@ -120,6 +131,8 @@ def headroom(
                     max(loop_busy) / SOURCE_BUSY if loop_bound else 1.0,
                     transit_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if transit_bound else 1.0,
                     ack_late_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if late_bound else 1.0,
+                    facts["route_late_p99_ms"] / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if stall_bound
+                    else 1.0,
                     SERVED / slowest[1] if starved and slowest[1] > 0 else 1.0])
         suggested = suggest_time_scale(time_scale, lack)
         why += f"; --time-scale {suggested:g} might give it headroom"
