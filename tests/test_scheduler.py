@@ -130,3 +130,30 @@ def test_a_poll_made_before_the_hand_over_pokes_the_driver_when_it_answers():
     assert driver.poked == [3]  # the poll answered before the hand-over, at once
     waiting.set_result([])
     assert driver.poked == [3, 3]  # the other one, when its answer lands
+
+
+def _bare_host():
+    """A `WorkerHost`'s outboxes and polls alone (no workers, no Ray)."""
+    from collections import defaultdict
+
+    from topo.ray_engine.host import WorkerHost
+
+    host = WorkerHost.__new__(WorkerHost)
+    host._boxes, host._outbox, host._waiters = threading.Lock(), defaultdict(list), {}
+    host._epochs, host.driven, host.delay_s, host.scheduler = defaultdict(int), set(), 0.0, None
+    return host
+
+
+def test_every_poll_is_answered_even_when_another_takes_its_place():
+    host = _bare_host()
+    first = host.poll(2, epoch=1)
+    second = host.poll(2, epoch=1)  # the same incarnation asks again: the first must not be left waiting forever
+    assert first.done() and first.result() == [] and not second.done()
+    host._post([(2, "ack")])
+    assert second.result(timeout=1) == ["ack"]
+    # a dead incarnation's poll is let go once a newer one asks, and one that asks late gets nothing
+    dead = host.poll(2, epoch=1)
+    newer = host.poll(2, epoch=2)
+    assert dead.result(timeout=1) == [] and host.poll(2, epoch=1).result(timeout=1) == [] and not newer.done()
+    host._post([(2, "next")])
+    assert newer.result(timeout=1) == ["next"]

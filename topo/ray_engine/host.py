@@ -220,8 +220,8 @@ class WorkerHost(Mortal):
         source of this process waits on it directly). A poll of an earlier incarnation of the source (its caller
         died, the call lives on) answers nothing once a newer one asks, so it never takes its successor's acks."""
         future: concurrent.futures.Future = concurrent.futures.Future()
-        stale = None
         with self._boxes:
+            stale = None
             if epoch > self._epochs[source]:
                 self._epochs[source] = epoch
                 stale = self._waiters.pop(source, None)  # a dead incarnation's poll: let it go
@@ -230,7 +230,10 @@ class WorkerHost(Mortal):
             elif self._outbox[source]:
                 out, self._outbox[source] = self._outbox[source], []
             else:
-                out, self._waiters[source] = None, future
+                # one poll waits per source: an earlier one still waiting is answered with nothing rather than
+                # dropped, as a future no one completes would hang whoever waits on it (the acks stay here)
+                out, stale = None, self._waiters.pop(source, None) or stale
+                self._waiters[source] = future
         if stale is not None:
             stale.set_result([])
         if out is not None:
