@@ -24,8 +24,12 @@ SATURATED = 0.9  # a worker busy this much of the run had no time to spare
 SATURATED_LATE = 0.97
 SOURCE_BUSY = 0.9  # a source loop busy this much of the run had no time to spare
 BLOCKED = 0.5  # with input always waiting, sources blocked this much of the run while no worker was saturated
-TRANSIT_MS = 20.0  # the engine's own transit (send to queue, beyond the emulated delay) that starts to matter
-TRANSIT_SHARE = 0.25  # ... once its p99 is this share of the run's p99 latency
+# an engine's own delay (transit, acks left late, tuples routed late) bounds the run once its p99 is at least
+# DELAY_MS and DELAY_SHARE of the run's p99 latency, or, in a run of a few milliseconds' latency, at least
+# DELAY_MS_SHORT and DELAY_SHARE_SHORT of it (32 x 128 at 10% load: stalls and late acks of 12.6 ms, p99 19 ms
+# against the model's 7 ms; 8 x 64 at 80%: 8-11 ms against 38 ms, where the engines agree)
+DELAY_MS, DELAY_SHARE = 20.0, 0.25
+DELAY_MS_SHORT, DELAY_SHARE_SHORT = 5.0, 0.5
 SERVED = 0.9  # a worker that served below this share of its configured capacity did not get what it was promised
 MARGIN = 1.25  # a suggested time scale leaves this much room over what the run lacked
 
@@ -129,20 +133,28 @@ def headroom(
     if verdict in EMULATOR:
         lack = max([1.0 / delivered if short and delivered else 1.0,
                     max(loop_busy) / SOURCE_BUSY if loop_bound else 1.0,
-                    transit_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if transit_bound else 1.0,
-                    ack_late_p99_ms / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if late_bound else 1.0,
-                    facts["route_late_p99_ms"] / max(TRANSIT_MS, TRANSIT_SHARE * latency_p99_ms) if stall_bound
-                    else 1.0,
+                    _delay_lack(transit_p99_ms, latency_p99_ms) if transit_bound else 1.0,
+                    _delay_lack(ack_late_p99_ms, latency_p99_ms) if late_bound else 1.0,
+                    _delay_lack(facts["route_late_p99_ms"], latency_p99_ms) if stall_bound else 1.0,
                     SERVED / slowest[1] if starved and slowest[1] > 0 else 1.0])
         suggested = suggest_time_scale(time_scale, lack)
         why += f"; --time-scale {suggested:g} might give it headroom"
     return {**facts, "bottleneck": verdict, "note": why, "suggested_time_scale": suggested}
 
 
+def _delay_allowed(latency_p99_ms: float) -> float:
+    """The largest p99 (ms) of an engine's own delay that bounds nothing in a run of this p99 latency."""
+    return min(max(DELAY_MS, DELAY_SHARE * latency_p99_ms), max(DELAY_MS_SHORT, DELAY_SHARE_SHORT * latency_p99_ms))
+
+
 def _delay_bound(p99_ms: float | None, latency_p99_ms: float | None) -> bool:
-    """True if an engine's own delay (p99, ms) matters: at least TRANSIT_MS and TRANSIT_SHARE of the run's p99."""
-    return (p99_ms is not None and latency_p99_ms is not None and p99_ms >= TRANSIT_MS
-            and p99_ms >= TRANSIT_SHARE * latency_p99_ms)
+    """True if an engine's own delay (p99, ms) matters against the run's p99 latency (see DELAY_MS)."""
+    return p99_ms is not None and latency_p99_ms is not None and p99_ms >= _delay_allowed(latency_p99_ms)
+
+
+def _delay_lack(p99_ms: float, latency_p99_ms: float) -> float:
+    """How many times too long an engine's delay was: the factor a time scale must at least divide it by."""
+    return p99_ms / _delay_allowed(latency_p99_ms)
 
 
 def suggest_time_scale(time_scale: float, lack: float) -> float:
