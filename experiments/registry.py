@@ -18,21 +18,27 @@ class Experiment:
     claim: str  # the qualitative result the paper reports (what the quick test asserts)
     run: Callable[[Path, bool], dict]
     on_ray: bool = False  # runs Ray actors (a local Ray starts unless one is already up)
+    volatile: tuple[str, ...] = ()  # suffixes of the numbers' keys that hold wall-clock times (never compared)
+
+    @property
+    def deterministic(self) -> bool:
+        """Its quick numbers, but for the volatile ones, are the same on every run (`reproduce.py --check`)."""
+        return not self.on_ray
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
 def register(
-    name: str, paper: str, claim: str, on_ray: bool = False
+    name: str, paper: str, claim: str, on_ray: bool = False, volatile: tuple[str, ...] = ()
 ) -> Callable[[Callable[[Path, bool], dict]], Callable]:
     """Decorator: add a `run(out_dir, quick) -> dict` function to the registry under `name` (`on_ray`: it runs Ray
-    actors)."""
+    actors; `volatile`: suffixes of the keys of its numbers that are wall-clock times)."""
 
     def wrap(fn: Callable[[Path, bool], dict]) -> Callable[[Path, bool], dict]:
         if name in EXPERIMENTS:
             raise ValueError(f"experiment {name!r} is registered twice")
-        EXPERIMENTS[name] = Experiment(name, paper, claim, fn, on_ray)
+        EXPERIMENTS[name] = Experiment(name, paper, claim, fn, on_ray, volatile)
         return fn
 
     return wrap
@@ -41,7 +47,7 @@ def register(
 def _load_all() -> None:
     # every module of this package that is not infrastructure defines experiments
     for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name not in ("registry", "common", "routing"):
+        if info.name not in ("registry", "common", "routing", "provenance"):
             importlib.import_module(f"experiments.{info.name}")
 
 

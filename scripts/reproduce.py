@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reproduce headline experiments of the papers: `--list` names them, NAME runs one into results/NAME/, `--all`
-runs every one."""
+runs every one, and `--check` reruns the deterministic ones in quick mode against their committed numbers."""
 
 from __future__ import annotations
 
@@ -16,16 +16,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
 import experiments  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 
 def run_one(exp: experiments.Experiment, parent: Path, quick: bool) -> Path:
-    """Run `exp` into parent/NAME/, which appears whole (with numbers.json) or not at all."""
+    """Run `exp` into parent/NAME/, which appears whole (with numbers.json and COMMAND) or not at all."""
     out = parent / exp.name
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{exp.name}.", dir=parent))
     try:
+        clock = time.perf_counter()
         numbers = exp.run(tmp, quick)
         (tmp / "numbers.json").write_text(json.dumps(numbers, indent=2, default=float) + "\n")
+        (tmp / "COMMAND").write_text(provenance.command_text(exp.name, quick, parent, time.perf_counter() - clock))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     except BaseException:
@@ -41,7 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all", action="store_true", help="run every experiment (full mode: about 35 minutes on 2 cores)")
     p.add_argument("--quick", action="store_true", help="reduced size: seconds per experiment instead of minutes")
     p.add_argument("--out", default="results", help="parent directory of each experiment's folder (default: results)")
+    p.add_argument("--check", action="store_true",
+                   help="run the named experiments (default: every deterministic one, about 4 minutes on 2 cores) in "
+                        "quick mode in a scratch folder and compare their numbers with those committed under "
+                        "results/quick/; exit status 1 if any differ")
+    p.add_argument("--update", action="store_true",
+                   help="with --check: record the fresh quick numbers as the committed ones instead of comparing")
     args = p.parse_args(argv)
+    if args.update and not args.check:
+        print("reproduce.py: error: --update goes with --check", file=sys.stderr)
+        return 2
+    if args.check:
+        return _check(args.names, args.update)
     if args.list or not (args.names or args.all):
         for name in experiments.names():
             e = experiments.get(name)
@@ -85,6 +99,57 @@ def main(argv: list[str] | None = None) -> int:
         summary.add_row(name, f"{seconds:.1f}", ", ".join(str(t) for t in sorted(out.glob("*.md"))))
     Console().print(summary)
     return 0
+
+
+def _check(names: list[str], update: bool) -> int:
+    """`--check`: each deterministic experiment's quick numbers against the committed ones (or, with `update`,
+    recorded as them)."""
+    try:
+        chosen = [experiments.get(n) for n in names] if names else [
+            experiments.get(n) for n in experiments.names() if experiments.get(n).deterministic]
+    except ValueError as exc:
+        print(f"reproduce.py: error: {exc}", file=sys.stderr)
+        return 2
+    timed = [e.name for e in chosen if not e.deterministic]
+    if timed:
+        print(f"reproduce.py: error: {', '.join(timed)} run(s) Ray actors, so their numbers depend on timing: "
+              "--check takes deterministic experiments only", file=sys.stderr)
+        return 2
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    rows, failed = [], 0
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("experiments"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    with bar, tempfile.TemporaryDirectory(prefix="reproduce-check-") as scratch:
+        task = bar.add_task("", total=len(chosen))
+        for exp in chosen:
+            bar.update(task, description=f"{exp.name} (quick)")
+            clock = time.perf_counter()
+            out = Path(scratch) / exp.name
+            out.mkdir()
+            numbers = exp.run(out, True)
+            seconds = time.perf_counter() - clock
+            if update:
+                verdict = f"recorded in {provenance.committed_path(exp.name).relative_to(provenance.ROOT)}"
+                provenance.record(exp.name, numbers)
+            else:
+                diff = provenance.check(exp.name, numbers, exp.volatile)
+                failed += bool(diff)
+                verdict = "same" if not diff else "DIFFERS: " + "; ".join(diff)
+            rows.append((exp.name, f"{seconds:.1f}", verdict))
+            bar.advance(task)
+    table = Table(title=f"{len(rows)} experiments in quick mode against results/quick/")
+    for col in ("experiment", "seconds", "numbers"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+    if failed:
+        print(f"{failed} of {len(rows)} differ from their committed quick numbers: a change of the code changed "
+              "them (rerun the experiment, then `--check --update` those you meant to change)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""Results that cannot drift from the code: what ran each result, and the quick numbers a fresh run must equal.
+
+Every experiment's folder gets a `COMMAND` file when it is written: the command, the commit it ran at (marked when
+the checkout had uncommitted changes), the date and the wall time. The quick numbers of every deterministic
+experiment (no Ray, no wall clock in them) are committed under `results/quick/`; `reproduce.py --check` and the
+test suite run each experiment in quick mode and compare. Floats compare to within a relative 1e-9 (the last bits
+of a sum may depend on the CPU's vector width), everything else exactly. Values an experiment declares
+`volatile` (wall-clock measurements, by key suffix) are left out of the comparison.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK_DIR = ROOT / "results" / "quick"
+REL_TOL = 1e-9
+SHOWN = 5  # differences listed per experiment at most
+
+
+def commit() -> str:
+    """The checkout's short commit hash, with "+changes" if it has uncommitted changes ("unknown" without git)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def command_text(name: str, quick: bool, parent: Path, seconds: float) -> str:
+    """What `COMMAND` holds: the command that reproduces the folder, then how and when it ran."""
+    try:
+        out = parent.resolve().relative_to(ROOT)  # no path of the machine that ran it
+    except ValueError:
+        out = Path(parent.name)
+    argv = ["python", "scripts/reproduce.py", name, *(["--quick"] if quick else []), "--out", str(out)]
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"{shlex.join(argv)}\n# at commit {commit()} on {when}; took {seconds:.0f} s wall on a "
+            f"{os.cpu_count()}-core machine\n")
+
+
+def normalized(numbers: dict) -> Any:
+    """The numbers as `numbers.json` holds them (tuples as lists, numpy scalars as floats)."""
+    return json.loads(json.dumps(numbers, default=float))
+
+
+def without(value: Any, volatile: tuple[str, ...]) -> Any:
+    """`value` with every mapping entry whose key ends with one of the `volatile` suffixes left out."""
+    if isinstance(value, dict):
+        return {k: without(v, volatile) for k, v in value.items() if not (volatile and str(k).endswith(volatile))}
+    if isinstance(value, list):
+        return [without(v, volatile) for v in value]
+    return value
+
+
+def differences(expected: Any, got: Any, path: str = "") -> list[str]:
+    """Where `got` differs from `expected` (paths like `by_n[2].scan_evals`), up to SHOWN of them."""
+    out: list[str] = []
+    if isinstance(expected, dict) and isinstance(got, dict):
+        for key in list(expected) + [k for k in got if k not in expected]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in got or key not in expected:
+                out.append(f"{where}: {'missing now' if key not in got else 'new'}")
+            else:
+                out += differences(expected[key], got[key], where)
+            if len(out) >= SHOWN:
+                break
+    elif isinstance(expected, list) and isinstance(got, list) and len(expected) == len(got):
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            out += differences(e, g, f"{path}[{i}]")
+            if len(out) >= SHOWN:
+                break
+    elif not _same(expected, got):
+        out.append(f"{path}: committed {_short(expected)}, now {_short(got)}")
+    return out[:SHOWN]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, bool) or isinstance(b, bool) or not all(isinstance(x, int | float) for x in (a, b)):
+            return False
+        return a == b or (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=REL_TOL, abs_tol=0.0)
+    return type(a) is type(b) and a == b
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def committed_path(name: str) -> Path:
+    return QUICK_DIR / f"{name}.json"
+
+
+def record(name: str, numbers: dict) -> Path:
+    """Commit-to-be: these quick numbers become what `name` must give."""
+    QUICK_DIR.mkdir(parents=True, exist_ok=True)
+    path = committed_path(name)
+    path.write_text(json.dumps(normalized(numbers), indent=2) + "\n")
+    return path
+
+
+def check(name: str, numbers: dict, volatile: tuple[str, ...] = ()) -> list[str]:
+    """How a fresh quick run's numbers differ from the committed ones ([] when they are the same)."""
+    path = committed_path(name)
+    if not path.exists():
+        return [f"no committed quick numbers ({path.relative_to(ROOT)})"]
+    expected = json.loads(path.read_text())
+    return differences(without(expected, volatile), without(normalized(numbers), volatile))

@@ -1,0 +1,52 @@
+"""Results that cannot drift from the code: every deterministic experiment's quick numbers, made by this session's
+quick runs, equal those committed under results/quick/ (`reproduce.py --check` does the same on its own)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import experiments
+from experiments import provenance
+
+DETERMINISTIC = [n for n in experiments.names() if experiments.get(n).deterministic]
+
+
+@pytest.mark.parametrize("name", DETERMINISTIC)
+def test_quick_numbers_are_the_committed_ones(outputs, name):
+    _, numbers = outputs[name]
+    assert provenance.check(name, numbers, experiments.get(name).volatile) == [], (
+        f"{name}'s quick numbers changed: if the change meant to, rerun it and record them with "
+        f"`python scripts/reproduce.py --check --update {name}`")
+
+
+def test_every_committed_quick_file_belongs_to_a_deterministic_experiment():
+    recorded = sorted(p.stem for p in provenance.QUICK_DIR.glob("*.json"))
+    assert recorded == sorted(DETERMINISTIC)
+
+
+def test_the_comparison_finds_what_changed_and_ignores_what_may():
+    before = {"a": 1, "b": [1.0, 2.0], "c": {"x_s": 0.2, "x_evals": 7}, "d": "pkg"}
+    assert provenance.differences(before, json.loads(json.dumps(before))) == []
+    assert provenance.differences(before, {**before, "b": [1.0, 2.0 * (1 + 1e-12)]}) == []  # the last bits only
+    assert provenance.differences(before, {**before, "b": [1.0, 2.001]}) == ["b[1]: committed 2.0, now 2.001"]
+    assert provenance.differences(before, {**before, "a": 1.0}) == []  # an int that became the same float
+    assert provenance.differences(before, {**before, "a": True}) == ["a: committed 1, now true"]
+    assert provenance.differences(before, {**before, "e": 3}) == ["e: new"]
+    assert provenance.differences(before, {k: v for k, v in before.items() if k != "d"}) == ["d: missing now"]
+    assert provenance.differences(before, {**before, "b": [1.0]}) == ["b: committed [1.0, 2.0], now [1.0]"]
+    # a wall-clock time may differ, a count may not
+    timed = {**before, "c": {"x_s": 0.9, "x_evals": 7}}
+    assert provenance.differences(provenance.without(before, ("_s",)), provenance.without(timed, ("_s",))) == []
+    assert provenance.differences(before, timed) == ["c.x_s: committed 0.2, now 0.9"]
+
+
+def test_a_folder_written_by_reproduce_says_what_ran_it(tmp_path):
+    text = provenance.command_text("cg-eps", True, provenance.ROOT / "results", 12.3)
+    first, second = text.splitlines()
+    assert first == "python scripts/reproduce.py cg-eps --quick --out results"
+    assert second.startswith("# at commit ") and " UTC; took 12 s wall on a " in second
+    assert provenance.commit().split("+")[0] in second
+    # a folder outside the checkout is named by its last part only: no path of the machine that ran it
+    assert "--out " + tmp_path.name + "\n" in provenance.command_text("cg-eps", False, tmp_path, 1.0)
