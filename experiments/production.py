@@ -61,7 +61,7 @@ def _row(scenario: str, grouping: str, s: dict) -> dict:
     "Production partitioners (Flink 2.x adaptive rebalance, Kafka 3.3+ adaptive partitioner, Pulsar 4 Key_Shared) "
     "against the papers' pkg, cg, fish and lasg: Fig. 8's setting, a capacity change, drift, a worker leaving",
     "the load-aware shuffles (flink_adaptive, kafka_adaptive) keep p99 far below key_shared's on uneven workers, "
-    "at about 1.5 key copies per key; key_shared keeps one copy but, blind to load, falls behind as kg does",
+    "at 2.1 to 2.3 key copies per key; key_shared keeps one copy but, blind to load, falls behind as kg does",
 )
 def production_vs_papers(out: Path, quick: bool) -> dict:
     """Every grouping in every scenario of the simulator; a table, a CSV and a plot of p99 and replication."""
