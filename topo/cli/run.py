@@ -99,7 +99,9 @@ def add_topology_options(p: argparse.ArgumentParser) -> None:
                         "Fig. 8 of Consistent Grouping), all 1.0 with any other --workers")
     p.add_argument("--stream", default=FIRST_RUN_STREAM, metavar="SPEC",
                    help="a dataset directory, or inline 'zipf:z=..,keys=..,messages=..,seed=..' or "
-                        "'drift:z=..,keys=..,messages=..,shift_every=..,seed=..'")
+                        "'drift:z=..,keys=..,messages=..,shift_every=..,seed=..' (the hot set moves every shift_every "
+                        "messages) or 'zf:z=..,keys=..,messages=..,block=..,hot_after=..,seed=..' (FISH's ZF: a fresh "
+                        "ranking every block messages, moved once more after the share hot_after of each block)")
     p.add_argument("--operator", default="wordcount", metavar="NAME",
                    help="what each worker computes: wordcount, naivebayes (class = the value column, or key hash mod "
                         "classes) or topk (mergeable SpaceSaving summaries)")

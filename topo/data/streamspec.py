@@ -1,4 +1,4 @@
-"""Inline stream specs (`zipf:...`, `drift:...`) and the one seeded sampler that turns them into key ids.
+"""Inline stream specs (`zipf:...`, `drift:...`, `zf:...`) and the one seeded sampler that turns them into key ids.
 
 The sampler is a pure function of (generator, params, seq range): the sequence numbers are cut into fixed
 blocks of `BLOCK` messages and each block draws its uniforms from its own Philox generator keyed by
@@ -9,6 +9,9 @@ Rank to key id: in epoch e, rank r is key id (r - 1 + offset_e) mod keys, a rota
 seeded pseudo-random offset_e (a splitmix64 hash of (seed, e), so O(1) per message and free of state).
 `zipf` has a single epoch, so its hot key still depends on the seed; `drift` starts a new epoch every
 `shift_every` messages, which moves the whole hot set to fresh keys while the rank law stays the same.
+`zf` is FISH's time-evolving ZF stream (paper 003): blocks of `block` messages, each with a fresh ranking, whose
+hot set moves once more after the share `hot_after` of the block (hot_after = 1: only at block boundaries; a
+block as long as the stream and hot_after = 1: one plain Zipf law, the paper's text read literally).
 Two consecutive epochs share their offset with probability 1/keys.
 """
 
@@ -25,9 +28,10 @@ BLOCK = 1 << 16  # messages per independently seeded block of uniforms
 GENERATORS = {
     "zipf": ("z", "keys", "messages", "seed"),
     "drift": ("z", "keys", "messages", "shift_every", "seed"),
+    "zf": ("z", "keys", "messages", "block", "hot_after", "seed"),
 }
 _DEFAULTS = {"seed": 0}
-_INTEGER_PARAMS = ("keys", "messages", "shift_every", "seed")
+_INTEGER_PARAMS = ("keys", "messages", "shift_every", "block", "seed")
 _RANK_STREAM, _OFFSET_STREAM = 0, 1  # spawn-key prefixes keep the two uses of one seed independent
 
 
@@ -102,10 +106,12 @@ def parse_stream_spec(spec: str) -> StreamSpec:
     values: dict[str, float | int] = dict(_DEFAULTS)
     for name, text in raw.items():
         values[name] = _parse_number(name, text, fail)
-    lowest = {"z": 0, "keys": 1, "messages": 1, "seed": 0, "shift_every": 1}
+    lowest = {"z": 0, "keys": 1, "messages": 1, "seed": 0, "shift_every": 1, "block": 1, "hot_after": 0}
     for name, value in values.items():
         if value < lowest[name]:
             raise fail(f"{name} must be at least {lowest[name]} (got {raw[name]})")
+    if values.get("hot_after", 0) > 1:
+        raise fail(f"hot_after is a share of the block, at most 1 (got {raw['hot_after']})")
     if values.get("keys", 1) > MAX_KEYS:
         raise fail(f"keys must be at most {MAX_KEYS} (got {raw['keys']})")
     missing = [p for p in allowed if p not in values]
@@ -152,6 +158,13 @@ def _check_params(generator: str, params: dict) -> tuple[float, int, int, int | 
         raise StreamError(f"{generator}: need z >= 0, 1 <= keys <= {MAX_KEYS} and seed >= 0 (got {params})")
     if shift_every is not None and shift_every < 1:
         raise StreamError(f"drift: shift_every must be at least 1 (got {shift_every})")
+    if generator == "zf":
+        try:
+            block, hot_after = int(params["block"]), float(params["hot_after"])
+        except (TypeError, ValueError):
+            raise StreamError(f"zf: parameters must be numbers (got {params})") from None
+        if block < 1 or not 0 <= hot_after <= 1:
+            raise StreamError(f"zf: need block >= 1 and 0 <= hot_after <= 1 (got {params})")
     return z, keys, seed, shift_every
 
 
@@ -198,7 +211,9 @@ def sample_key_ids(generator: str, params: dict, start: int, stop: int) -> np.nd
     ids = zipf_rank_index(block_uniforms(seed, start, stop), z, keys)
     if stop == start:
         return ids
-    if shift_every is None:
+    if generator == "zf":
+        offset = epoch_offsets(seed, keys, zf_epochs(int(params["block"]), float(params["hot_after"]), start, stop))
+    elif shift_every is None:
         offset = epoch_offsets(seed, keys, np.zeros(1))[0]
     else:
         first, last = start // shift_every, (stop - 1) // shift_every
@@ -209,6 +224,14 @@ def sample_key_ids(generator: str, params: dict, start: int, stop: int) -> np.nd
     ids += offset
     ids %= keys
     return ids
+
+
+def zf_epochs(block: int, hot_after: float, start: int, stop: int) -> np.ndarray:
+    """Epoch of each message in [start, stop) of a `zf` stream: two per block, the second from the share
+    `hot_after` of the block on (none when hot_after = 1)."""
+    seq = np.arange(start, stop, dtype=np.int64)
+    cut = round(hot_after * block)
+    return 2 * (seq // block) + (seq % block >= cut)
 
 
 def key_names(ids: np.ndarray) -> np.ndarray:
