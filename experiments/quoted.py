@@ -1,0 +1,95 @@
+"""Numbers the docs quote from experiments, filled in from the experiments' committed results, never typed.
+
+A quoted number is followed by a marker that says where it comes from: an experiment, an expression over that
+experiment's `results/NAME/numbers.json` and a format, e.g.
+
+    dc needs up to 1.48x<!--= dchoices-memory worst["dc/pkg_run"] | .2f --> pkg's memory
+
+The expression sees the numbers' top-level keys as names (and `n`, the whole), plus min, max, sum, len, abs,
+round, next, sorted and any. `scripts/quote_numbers.py` rewrites every marked number from the files, and the test
+suite checks that the docs already say what the files hold, so a rerun that moves a result moves the docs with it
+or fails the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ("README.md", "docs/*.md")
+# the number (digits, separators, a decimal part, an exponent) right before a marker, and the marker itself
+MARKED = re.compile(r"(?P<value>-?[\d,]*\.?\d+(?:e[-+]?\d+)?)<!--=\s*(?P<name>[\w-]+)\s+(?P<expr>.+?)\s*\|\s*"
+                    r"(?P<fmt>[^|]*?)\s*-->")
+SAFE = {"min": min, "max": max, "sum": sum, "len": len, "abs": abs, "round": round, "next": next, "sorted": sorted,
+        "any": any, "all": all}
+
+
+class QuoteError(ValueError):
+    """A marker that names no experiment, or whose expression does not evaluate."""
+
+
+@cache
+def numbers(name: str, root: Path = ROOT) -> dict:
+    path = root / "results" / name / "numbers.json"
+    if not path.exists():
+        raise QuoteError(f"no {path.relative_to(root)} for a quoted number")
+    return json.loads(path.read_text())
+
+
+def value(name: str, expr: str, fmt: str, root: Path = ROOT) -> str:
+    """The text of one quoted number."""
+    try:
+        return format(evaluate(name, expr, root), fmt)
+    except QuoteError:
+        raise
+    except Exception as exc:
+        raise QuoteError(f"{name} {expr!r} | {fmt!r}: {type(exc).__name__}: {exc}") from None
+
+
+def fill(text: str, root: Path = ROOT) -> str:
+    """`text` with every marked number as its experiment's results say."""
+    return MARKED.sub(lambda m: value(m["name"], m["expr"], m["fmt"], root) + m[0][len(m["value"]):], text)
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    return sorted({p for pattern in DOCS for p in root.glob(pattern)})
+
+
+def stale(root: Path = ROOT) -> list[tuple[Path, int, str, str]]:
+    """(document, line, says, results say) of every marked number that differs from its results."""
+    out = []
+    for doc in documents(root):
+        for i, line in enumerate(doc.read_text().splitlines(), 1):
+            for m in MARKED.finditer(line):
+                now = value(m["name"], m["expr"], m["fmt"], root)
+                if now != m["value"]:
+                    out.append((doc.relative_to(root), i, m["value"], now))
+    return out
+
+
+def marked(root: Path = ROOT) -> int:
+    """How many numbers the docs quote with a marker."""
+    return sum(len(MARKED.findall(doc.read_text())) for doc in documents(root))
+
+
+def quote(root: Path = ROOT) -> list[Path]:
+    """Rewrite every document whose marked numbers are stale; the documents rewritten."""
+    changed = []
+    for doc in documents(root):
+        text = doc.read_text()
+        new = fill(text, root)
+        if new != text:
+            doc.write_text(new)
+            changed.append(doc)
+    return changed
+
+
+def evaluate(name: str, expr: str, root: Path = ROOT) -> Any:
+    """The value of `expr` over experiment `name`'s numbers (its top-level keys as names, and `n`)."""
+    found = numbers(name, root)
+    scope = {**(found if isinstance(found, dict) else {}), "n": found}
+    return eval(expr, {"__builtins__": SAFE}, scope)  # noqa: S307 (the project's own docs, over its own files)

@@ -1,0 +1,51 @@
+"""The numbers the docs quote from experiments are filled in from the committed results, and say what they hold."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from experiments import quoted
+
+
+def test_every_quoted_number_says_what_its_results_hold():
+    assert quoted.marked() >= 20
+    assert quoted.stale() == []
+
+
+def _checkout(tmp_path, doc: str, numbers: dict):
+    (tmp_path / "results" / "toy").mkdir(parents=True)
+    (tmp_path / "results" / "toy" / "numbers.json").write_text(json.dumps(numbers))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "toy.md").write_text(doc)
+    quoted.numbers.cache_clear()
+    return tmp_path / "docs" / "toy.md"
+
+
+def test_a_rerun_that_moves_a_result_moves_the_quoted_number(tmp_path):
+    doc = ("pkg reaches 0.29<!--= toy max(r['pkg'] for r in rows) | .2f --> at most, and kg "
+           "1,234<!--= toy n['kg'] | ,.0f --> tuples/s; 3e-06<!--= toy rows[0]['wc'] | .0e --> for wc.\n")
+    path = _checkout(tmp_path, doc, {"rows": [{"pkg": 0.31, "wc": 2e-6}, {"pkg": 0.2, "wc": 1e-6}], "kg": 1234.4})
+    assert [(str(d), line, says, now) for d, line, says, now in quoted.stale(tmp_path)] == [
+        ("docs/toy.md", 1, "0.29", "0.31"), ("docs/toy.md", 1, "3e-06", "2e-06")]
+    assert quoted.quote(tmp_path) == [path]
+    assert path.read_text() == doc.replace("0.29<", "0.31<").replace("3e-06<", "2e-06<")  # markers kept
+    assert quoted.stale(tmp_path) == [] and quoted.quote(tmp_path) == []
+
+
+def test_a_marker_that_names_nothing_is_one_clear_error(tmp_path):
+    _checkout(tmp_path, "x 1.0<!--= toy rows[5]['pkg'] | .1f --> y\n", {"rows": []})
+    with pytest.raises(quoted.QuoteError, match=r"toy \"rows\[5\]\['pkg'\]\".*IndexError"):
+        quoted.stale(tmp_path)
+    _checkout(tmp_path / "b", "x 1.0<!--= nothing a | .1f --> y\n", {})
+    with pytest.raises(quoted.QuoteError, match="no results/nothing/numbers.json"):
+        quoted.stale(tmp_path / "b")
+
+
+def test_the_command_checks_without_writing():
+    done = subprocess.run([sys.executable, "scripts/quote_numbers.py", "--check"], capture_output=True, text=True,
+                          cwd=quoted.ROOT, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip().endswith("0 stale")
