@@ -6,7 +6,7 @@ experiment's `results/NAME/numbers.json` and a format, e.g.
     dc needs up to 1.48x<!--= dchoices-memory worst["dc/pkg_run"] | .2f --> pkg's memory
 
 The expression sees the numbers' top-level keys as names (and `n`, the whole), plus min, max, sum, len, abs,
-round, next, sorted and any. `scripts/quote_numbers.py` rewrites every marked number from the files, and the test
+round, next, sorted, any, all and `pick(rows, field=value, ...)`, the row whose fields match. `scripts/quote_numbers.py` rewrites every marked number from the files, and the test
 suite checks that the docs already say what the files hold, so a rerun that moves a result moves the docs with it
 or fails the suite.
 """
@@ -24,8 +24,18 @@ DOCS = ("README.md", "docs/*.md")
 # the number (digits, separators, a decimal part, an exponent) right before a marker, and the marker itself
 MARKED = re.compile(r"(?P<value>-?[\d,]*\.?\d+(?:e[-+]?\d+)?)<!--=\s*(?P<name>[\w-]+)\s+(?P<expr>.+?)\s*\|\s*"
                     r"(?P<fmt>[^|]*?)\s*-->")
+
+
+def pick(rows: list[dict], **match: object) -> dict:
+    """The row of `rows` whose fields have the given values (the first, if several)."""
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()):
+            return row
+    raise LookupError(f"no row with {match}")
+
+
 SAFE = {"min": min, "max": max, "sum": sum, "len": len, "abs": abs, "round": round, "next": next, "sorted": sorted,
-        "any": any, "all": all}
+        "any": any, "all": all, "pick": pick}
 
 
 class QuoteError(ValueError):

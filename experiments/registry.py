@@ -47,7 +47,7 @@ def register(
 def _load_all() -> None:
     # every module of this package that is not infrastructure defines experiments
     for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name not in ("registry", "common", "routing", "provenance", "quoted"):
+        if info.name not in ("registry", "common", "routing", "provenance", "quoted", "fish_time"):
             importlib.import_module(f"experiments.{info.name}")
 
 

@@ -28,6 +28,28 @@ def test_workers_fish_balanced_while_pkg_grows(outputs):
         assert _cell(rows, z=z, workers=big, grouping="dc")["exec_vs_sg"] > fish[-1]
 
 
+def test_workers_in_simulated_execution_time_on_the_papers_zf(outputs):
+    numbers = _files(outputs, "fish-workers", ("exec_time",), "exec_time.png", "workers.md")
+    rows, top, ns = numbers["exec"], numbers["exec_zs"][-1], numbers["exec_workers"]
+
+    def cell(n: int, grouping: str) -> dict:
+        return _cell(rows, reading="blocks", z=top, workers=n, grouping=grouping)
+
+    # the queues were unbounded: no source waited, but kg's, whose hottest worker takes most of the stream
+    assert all(r["blocked_s"] == 0 for r in rows if r["grouping"] != "kg")
+    for n in ns:
+        assert cell(n, "sg")["exec_vs_sg"] == 1.0
+        assert cell(n, "fish")["exec_vs_sg"] <= 1.32  # the paper's worst case on ZF
+    # pkg falls behind as the workers grow; fish keeps its lead
+    assert cell(ns[-1], "pkg")["exec_vs_sg"] > 2 * cell(ns[0], "pkg")["exec_vs_sg"] > 2.0
+    # D-Choices' d falls as each block's hot key is diluted in lifetime counts: it overloads its d workers for a
+    # block, which costs it execution time and far more in time spent queued
+    big = cell(ns[-1], "dc")
+    assert big["exec_vs_sg"] > 1.5 * cell(ns[-1], "fish")["exec_vs_sg"]
+    assert big["mean_vs_sg"] > 10 * cell(ns[-1], "fish")["mean_vs_sg"]
+    assert big["d_end"] < 0.5 * ns[-1]
+
+
 def test_workers_fish_memory_far_below_sg(outputs):
     numbers = outputs["fish-workers"][1]
     rows = numbers["rows"]

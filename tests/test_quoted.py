@@ -27,7 +27,8 @@ def _checkout(tmp_path, doc: str, numbers: dict):
 
 def test_a_rerun_that_moves_a_result_moves_the_quoted_number(tmp_path):
     doc = ("pkg reaches 0.29<!--= toy max(r['pkg'] for r in rows) | .2f --> at most, and kg "
-           "1,234<!--= toy n['kg'] | ,.0f --> tuples/s; 3e-06<!--= toy rows[0]['wc'] | .0e --> for wc.\n")
+           "1,234<!--= toy n['kg'] | ,.0f --> tuples/s; 3e-06<!--= toy rows[0]['wc'] | .0e --> for wc, "
+           "0.2<!--= toy pick(rows, wc=1e-6)['pkg'] | .1f --> where wc is lowest.\n")
     path = _checkout(tmp_path, doc, {"rows": [{"pkg": 0.31, "wc": 2e-6}, {"pkg": 0.2, "wc": 1e-6}], "kg": 1234.4})
     assert [(str(d), line, says, now) for d, line, says, now in quoted.stale(tmp_path)] == [
         ("docs/toy.md", 1, "0.29", "0.31"), ("docs/toy.md", 1, "3e-06", "2e-06")]
@@ -40,6 +41,9 @@ def test_a_marker_that_names_nothing_is_one_clear_error(tmp_path):
     _checkout(tmp_path, "x 1.0<!--= toy rows[5]['pkg'] | .1f --> y\n", {"rows": []})
     with pytest.raises(quoted.QuoteError, match=r"toy \"rows\[5\]\['pkg'\]\".*IndexError"):
         quoted.stale(tmp_path)
+    _checkout(tmp_path / "c", "x 1.0<!--= toy pick(rows, z=9)['pkg'] | .1f --> y\n", {"rows": [{"z": 1}]})
+    with pytest.raises(quoted.QuoteError, match=r"LookupError: no row with \{'z': 9\}"):
+        quoted.stale(tmp_path / "c")
     _checkout(tmp_path / "b", "x 1.0<!--= nothing a | .1f --> y\n", {})
     with pytest.raises(quoted.QuoteError, match="no results/nothing/numbers.json"):
         quoted.stale(tmp_path / "b")

@@ -1,0 +1,48 @@
+"""FISH's execution time (paper 003, RQ1) through the queueing simulator, on the paper's ZF construction.
+
+The paper measures load balance as the total execution time of a simulation, normalised to SG's, and gives no
+formula. Here every worker serves a tuple in COST_MS, the input arrives at the rate all the workers together serve
+(what SG sustains exactly), and each channel has credits enough that no source ever waits, so the workers' queues
+are unbounded as in a simulation without backpressure. The execution time is when the last tuple is served
+(`duration_s`); a worker that a grouping overloads for a while finishes that much later. The mean time a tuple
+spends from arrival to served is reported next to it.
+
+The ZF stream (the note on paper 003): 50M tuples over 10^5 keys, Zipf z from 1.0 to 2.0, in 10 blocks of 5M whose
+hot set changes after 80% of each block. The printed text is ambiguous, so two readings run: `blocks` (a fresh
+ranking every block, moved again after 80% of it: the note's plausible reading) and `literal` (the two branches as
+printed are the same law: one Zipf stream).
+"""
+
+from __future__ import annotations
+
+from experiments.common import stream
+from experiments.routing import DRIFT_SOURCES as SOURCES
+from topo.sim import simulate
+from topo.spec import TopologySpec
+
+COST_MS = 1.0
+CREDITS = 2000  # buffers in flight per channel: enough that no source blocks at these sizes (`blocked_s` says)
+ZF_BLOCKS, ZF_HOT_AFTER = 10, 0.8
+READINGS = ("blocks", "literal")
+
+
+def zf_spec(z: float, messages: int, reading: str = "blocks") -> str:
+    """The paper's ZF stream at skew z, under one reading of its construction, over 100k keys."""
+    if reading == "blocks":
+        return f"zf:z={z},keys=100000,messages={messages},block={messages // ZF_BLOCKS},hot_after={ZF_HOT_AFTER},seed=3"
+    if reading == "literal":
+        return f"zf:z={z},keys=100000,messages={messages},block={messages},hot_after=1,seed=3"
+    raise ValueError(f"unknown reading {reading!r} (expected one of {', '.join(READINGS)})")
+
+
+def exec_time(spec: str, scheme: str, workers: int, **params) -> dict:
+    """One simulated run of `scheme` over n equal workers at the rate they serve together: its execution time (s),
+    the mean time from arrival to served (ms), the seconds its sources were blocked (0: queues unbounded), and for
+    D-Choices and W-Choices the head's d at the end (the most any source used)."""
+    rate = workers * 1e3 / COST_MS
+    run = TopologySpec(grouping=scheme, workers=workers, sources=SOURCES, cost_ms=COST_MS, rate=rate,
+                       max_pending=CREDITS, stream=spec, params=params)
+    s = simulate(run, stream(spec)).summary
+    d = [g["d"] for g in s.get("grouping_stats") or () if isinstance(g, dict) and "d" in g]
+    return {"exec_s": s["duration_s"], "mean_ms": s["latency_ms"]["mean"],
+            "blocked_s": max(x["blocked_s"] for x in s["source_stats"]), "d_end": max(d) if d else None}
