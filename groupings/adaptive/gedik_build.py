@@ -116,7 +116,11 @@ def _relocate(loads, weights, cur, moves, d, to):
 
 @njit(cache=True)
 def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
-    """Algorithm 4: from the old placement, apply the move or swap of best utility gain per frequency moved."""
+    """Algorithm 4: from the old placement, apply the move or swap of best utility gain per frequency moved among
+    those that improve the balance, until none does. The gain may be negative: a readjustment that balances better
+    at a migration cost greater than the balance it buys is still taken when it is the best there is (the paper
+    stops only when no candidate qualifies; stopping at the first negative gain left Readj less balanced than Scan
+    and Redist and migrating least, the opposite of Fig. 3)."""
     r = f.size
     cur = start.copy()
     loads = np.zeros((3, n))
@@ -136,7 +140,7 @@ def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
         rho = _penalty(loads, totals, counted, thetas, n)
         # the utility now, held fixed while candidates are scored (the pseudocode's u = 0 start is a slip)
         u = utility(uid, rho, m / mbar if mbar > 0 else 0.0)
-        best_g, best_1, best_2, best_j, best_dm = 0.0, -1, -1, -1, 0.0
+        best_g, best_1, best_2, best_j, best_dm = -np.inf, -1, -1, -1, 0.0
         for d1 in range(r):
             if moves[d1] >= MAX_MOVES:
                 continue
@@ -167,7 +171,7 @@ def _readj(weights, f, old, start, n, counted, thetas, m0, mbar, uid):
                     if g > best_g:
                         best_g, best_1, best_2, best_j, best_dm = g, d1, d2, j, dm
         if best_1 < 0:
-            break  # no readjustment improves the utility
+            break  # no readjustment improves the balance
         i = cur[best_1]
         m += best_dm
         _relocate(loads, weights, cur, moves, best_1, best_j)
