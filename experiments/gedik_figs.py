@@ -219,10 +219,9 @@ def utilities(out: Path, quick: bool) -> dict:
         "gaps than the paper's 30-35% and 35-40%. With a product, a key's balance gain is scaled by 1 + gamma, so "
         "once the penalty rho is small a move that costs migration is worth little: the builds stop balancing early, "
         "which is what makes the products migrate less and balance worse. Readj under U^A migrates the most on every "
-        "resource combination with a linear memory, as in the paper; but the lowest migration of our Readj comes from "
-        "a product (U^ATM), not from U^APM: our Readj stops as soon as no move or swap lowers the utility, and under a "
-        "product that happens earlier, at a worse balance (see gedik-resources for why our Readj keeps more of the "
-        "old map than the paper's). On CCL the memory cost of a key is 1, the same for every key, and all "
+        "resource combination with a linear memory, as in the paper; which utility gives Readj its lowest migration "
+        "is in the checks above (the paper: U^APM, or U^APLM on LCL). On CCL the memory cost of a key is 1, the same "
+        "for every key, and all "
         "utilities give the same migration (the consistent hash decides it), so CCL is left out of the checks.\n"
     )
     (out / "utility.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)

@@ -6,9 +6,9 @@ experiment's `results/NAME/numbers.json` and a format, e.g.
     dc needs up to 1.48x<!--= dchoices-memory worst["dc/pkg_run"] | .2f --> pkg's memory
 
 The expression sees the numbers' top-level keys as names (and `n`, the whole), plus min, max, sum, len, abs,
-round, next, sorted, any, all and `pick(rows, field=value, ...)`, the row whose fields match. `scripts/quote_numbers.py` rewrites every marked number from the files, and the test
-suite checks that the docs already say what the files hold, so a rerun that moves a result moves the docs with it
-or fails the suite.
+round, next, sorted, any, all and `pick(rows, field=value, ...)`, the row whose fields match.
+`scripts/quote_numbers.py` rewrites every marked number from the files, and the test suite checks that the docs
+already say what the files hold, so a rerun that moves a result moves the docs with it or fails the suite.
 """
 
 from __future__ import annotations
