@@ -26,11 +26,14 @@ SHOWN = 5  # differences listed per experiment at most
 
 
 def commit() -> str:
-    """The checkout's short commit hash, with "+changes" if it has uncommitted changes ("unknown" without git)."""
+    """The checkout's short commit hash, with "+changes" if its code has uncommitted changes ("unknown" without
+    git)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        # the code's changes only: docs and results being edited meanwhile do not change what ran
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)docs", ":(exclude)results", ":(exclude)*.md"], cwd=ROOT,
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
