@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{quoted.marked()} quoted numbers, {len(stale)} stale")
             return 1 if stale else 0
         changed = quoted.quote()
-    except quoted.QuoteError as exc:
+    except (quoted.QuoteError, OSError) as exc:
         print(f"quote_numbers.py: error: {exc}", file=sys.stderr)
         return 2
     for doc in changed:
