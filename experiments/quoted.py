@@ -102,4 +102,5 @@ def evaluate(name: str, expr: str, root: Path = ROOT) -> Any:
     """The value of `expr` over experiment `name`'s numbers (its top-level keys as names, and `n`)."""
     found = numbers(name, root)
     scope = {**(found if isinstance(found, dict) else {}), "n": found}
-    return eval(expr, {"__builtins__": SAFE}, scope)  # noqa: S307 (the project's own docs, over its own files)
+    # the names as globals, so that a comprehension's body sees them too
+    return eval(expr, {"__builtins__": SAFE, **scope})  # noqa: S307 (the project's own docs, over its own files)

@@ -28,7 +28,8 @@ def _checkout(tmp_path, doc: str, numbers: dict):
 def test_a_rerun_that_moves_a_result_moves_the_quoted_number(tmp_path):
     doc = ("pkg reaches 0.29<!--= toy max(r['pkg'] for r in rows) | .2f --> at most, and kg "
            "1,234<!--= toy n['kg'] | ,.0f --> tuples/s; 3e-06<!--= toy rows[0]['wc'] | .0e --> for wc, "
-           "0.2<!--= toy pick(rows, wc=1e-6)['pkg'] | .1f --> where wc is lowest.\n")
+           "0.2<!--= toy pick(rows, wc=1e-6)['pkg'] | .1f --> where wc is lowest, "
+           "2<!--= toy max(r['pkg'] / pick(rows, wc=1e-6)['pkg'] for r in rows) | .0f -->x at most.\n")
     path = _checkout(tmp_path, doc, {"rows": [{"pkg": 0.31, "wc": 2e-6}, {"pkg": 0.2, "wc": 1e-6}], "kg": 1234.4})
     assert [(str(d), line, says, now) for d, line, says, now in quoted.stale(tmp_path)] == [
         ("docs/toy.md", 1, "0.29", "0.31"), ("docs/toy.md", 1, "3e-06", "2e-06")]
