@@ -37,6 +37,15 @@ def run_one(exp: experiments.Experiment, parent: Path, quick: bool) -> Path:
     return out
 
 
+def _progress():
+    """The bar over the experiments being run, on stderr, gone once they are done."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("experiments"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run, in order (see --list)")
@@ -71,12 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     done: list[tuple[str, float, Path]] = []
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("experiments"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    bar = _progress()
     with bar:
         task = bar.add_task("", total=len(chosen))
         for exp in chosen:
@@ -116,12 +123,10 @@ def _check(names: list[str], update: bool) -> int:
               "--check takes deterministic experiments only", file=sys.stderr)
         return 2
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     rows, failed = [], 0
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("experiments"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    bar = _progress()
     with bar, tempfile.TemporaryDirectory(prefix="reproduce-check-") as scratch:
         task = bar.add_task("", total=len(chosen))
         for exp in chosen:
