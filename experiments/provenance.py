@@ -41,12 +41,17 @@ def commit() -> str:
 
 
 def command_text(name: str, quick: bool, parent: Path, seconds: float) -> str:
-    """What `COMMAND` holds: the command that reproduces the folder, then how and when it ran."""
+    """What `COMMAND` holds for an experiment's folder: the command that reproduces it, then how and when it ran."""
     try:
         out = parent.resolve().relative_to(ROOT)  # no path of the machine that ran it
     except ValueError:
         out = Path(parent.name)
-    argv = ["python", "scripts/reproduce.py", name, *(["--quick"] if quick else []), "--out", str(out)]
+    return ran_text(["python", "scripts/reproduce.py", name, *(["--quick"] if quick else []), "--out", str(out)],
+                    seconds)
+
+
+def ran_text(argv: list[str], seconds: float) -> str:
+    """A `COMMAND` file's text: the command line, then the commit, the UTC date and the wall time of its run."""
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"{shlex.join(argv)}\n# at commit {commit()} on {when}; took {seconds:.0f} s wall on a "
             f"{os.cpu_count()}-core machine\n")

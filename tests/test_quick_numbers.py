@@ -4,6 +4,7 @@ quick runs, equal those committed under results/quick/ (`reproduce.py --check` d
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -50,3 +51,35 @@ def test_a_folder_written_by_reproduce_says_what_ran_it(tmp_path):
     assert provenance.commit().split("+")[0] in second
     # a folder outside the checkout is named by its last part only: no path of the machine that ran it
     assert "--out " + tmp_path.name + "\n" in provenance.command_text("cg-eps", False, tmp_path, 1.0)
+
+
+def test_record_keeps_a_commands_output_with_its_provenance(tmp_path, capsys):
+    record = _record_script()
+    folder = tmp_path / "bench"
+    assert record.main([str(folder), "--", sys.executable, "-c", "print('3.2 M tuples/s')"]) == 0
+    assert (folder / "output.txt").read_text() == "3.2 M tuples/s\n"
+    first, second = (folder / "COMMAND").read_text().splitlines()
+    assert first == "python -c 'print('\"'\"'3.2 M tuples/s'\"'\"')'"  # the interpreter's path is not shown
+    assert second.startswith(f"# at commit {provenance.commit().split('+')[0]}")
+    # a command that fails changes nothing, and a folder made for it goes again
+    assert record.main([str(folder), "--", sys.executable, "-c", "print('other'); raise SystemExit(3)"]) == 3
+    assert (folder / "output.txt").read_text() == "3.2 M tuples/s\n"
+    assert record.main([str(tmp_path / "new"), "--", sys.executable, "-c", "raise SystemExit(1)"]) == 1
+    assert not (tmp_path / "new").exists()
+    capsys.readouterr()
+    # bad input is one line and status 2
+    assert record.main([str(folder)]) == 2
+    (tmp_path / "file").write_text("")
+    assert record.main([str(tmp_path / "file" / "x"), "--", "true"]) == 2
+    assert record.main([str(folder), "--", str(tmp_path / "no-such-program")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("record.py: error: ") for line in err)
+
+
+def _record_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("record", provenance.ROOT / "scripts" / "record.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Run a command and keep what it printed as a result: `record.py results/NAME -- COMMAND...` runs COMMAND, shows
+its output as it comes, and on success writes results/NAME/output.txt (its standard output) and results/NAME/COMMAND
+(the command, the commit, the UTC date and the wall time), so that a benchmark's or a script's numbers carry
+their provenance as the experiments' folders do. A command that fails writes nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
+
+from experiments import provenance  # noqa: E402
+
+
+def shown(argv: list[str]) -> list[str]:
+    """The command as COMMAND shows it: any Python interpreter as `python`, paths inside the checkout relative to
+    it (no path of the machine that ran it)."""
+    out = []
+    for i, arg in enumerate(argv):
+        if i == 0 and Path(arg).name.startswith("python"):
+            out.append("python")
+            continue
+        path = Path(arg)
+        if path.is_absolute():
+            try:
+                arg = str(path.resolve().relative_to(provenance.ROOT))
+            except ValueError:
+                pass
+        out.append(arg)
+    return out
+
+
+def _write(folder: Path, files: dict[str, str]) -> None:
+    """Each file appears whole or not at all (written aside, then renamed)."""
+    for name, text in files.items():
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, folder / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                usage="record.py [-h] [--output FILE] FOLDER -- COMMAND [ARG ...]")
+    p.add_argument("folder", type=Path, help="the results folder to write (created if missing)")
+    p.add_argument("--output", default="output.txt",
+                   help="file in FOLDER for the command's standard output (default: output.txt); its standard "
+                        "error (progress bars) is shown, not kept")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("record.py: error: no command to run (give it after --)", file=sys.stderr)
+        return 2
+    if "/" in args.output or args.output in ("", ".", "..", "COMMAND"):
+        print(f"record.py: error: --output {args.output!r} must be a plain file name other than COMMAND",
+              file=sys.stderr)
+        return 2
+    fresh = not args.folder.exists()  # a folder made here and left empty goes again
+    try:
+        args.folder.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.TemporaryFile(dir=args.folder)  # fail before the run, not after it
+        probe.close()
+    except OSError as exc:
+        print(f"record.py: error: cannot write to {args.folder}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    status = _run(command, args.folder, args.output)
+    if status != 0 and fresh and not any(args.folder.iterdir()):
+        args.folder.rmdir()
+    return status
+
+
+def _run(command: list[str], folder: Path, output: str) -> int:
+    clock = time.perf_counter()
+    lines: list[str] = []
+    try:
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                lines.append(line)
+            status = proc.wait()
+    except OSError as exc:
+        print(f"record.py: error: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("record.py: interrupted; nothing written", file=sys.stderr)
+        return 130
+    if status != 0:
+        print(f"record.py: {shown(command)[0]} exited with status {status}; nothing written", file=sys.stderr)
+        return status
+    seconds = time.perf_counter() - clock
+    try:
+        _write(folder, {output: "".join(lines), "COMMAND": provenance.ran_text(shown(command), seconds)})
+    except OSError as exc:
+        print(f"record.py: error: cannot write to {folder}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"record.py: wrote {folder / output} and {folder / 'COMMAND'} ({seconds:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
