@@ -4,14 +4,14 @@
 python benchmarks/bench_sim.py                                  # the whole table (about 4 minutes on one core)
 python benchmarks/bench_sim.py --messages 1000000 --grouping kg --workers 100 --workers 1000
 
-Each row: wall time of `simulate` (the stream made beforehand; the median of `--repeat` runs, the fastest and
-slowest in brackets), simulated tuples per wall second, the process's kernel CPU seconds in that run (mostly the
-first touch of fresh memory, which on this virtual machine varies from run to run), the simulator's own clocks
-(the event loop, the sources' steps within it unless the compiled loop ran, the outputs), buffers simulated, and
-the routing-only engine's time on the same stream and grouping (`experiments.routing.route_stream`: no queues, no
-acks, no clock), which no simulator of the same strategy can beat. Cost 0.1 ms per tuple, 1 source, saturating
-input, the spec's default buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z = 1.2 over 100,000
-keys.
+Each row: wall time of `simulate` (the stream made beforehand; the median of `--repeat` runs, the fastest and slowest
+in brackets), simulated tuples per wall second, the process's kernel CPU seconds in that run (mostly the first touch
+of fresh memory, which on this virtual machine varies from run to run), the simulator's own clocks (the event loop,
+the sources' steps within it unless the compiled loop ran, the outputs), buffers simulated, events the loop handled
+and its time per event (a case whose cost grows only with its events costs nothing for idle workers), and the
+routing-only engine's time on the same stream and grouping (`experiments.routing.route_stream`: no queues, no acks, no
+clock), which no simulator of the same strategy can beat. Cost 0.1 ms per tuple, 1 source, saturating input, the
+spec's default buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z = 1.2 over 100,000 keys.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def bench(messages: int, workers: int, grouping: str, keys: int, z: float, strea
     return {"grouping": grouping, "messages": messages, "workers": workers, "wall_s": wall, "kernel_s": kernel,
             "fastest_s": runs[0][0], "slowest_s": runs[-1][0],
             "tuples_per_s": messages / wall, "loop_s": clocks["loop"], "route_s": clocks["route"],
-            "outputs_s": clocks["metrics"], "buffers": summary["sim"]["batches"], "floor_s": floor}
+            "outputs_s": clocks["metrics"], "buffers": summary["sim"]["batches"], "events": summary["sim"]["events"],
+            "floor_s": floor}
 
 
 def line(r: dict) -> str:
@@ -67,7 +68,8 @@ def line(r: dict) -> str:
     return (f"{r['grouping']:>6} {r['messages']:>11,} x {r['workers']:>5,} | wall {r['wall_s']:7.2f} s{spread} "
             f"{r['tuples_per_s'] / 1e6:5.2f} M tuples/s | kernel {r['kernel_s']:4.2f} s "
             f"| loop {r['loop_s']:6.2f} ({inner}) "
-            f"outputs {r['outputs_s']:5.2f} | {r['buffers']:>10,} buffers | routing only {r['floor_s']:5.2f} s")
+            f"outputs {r['outputs_s']:5.2f} | {r['buffers']:>10,} buffers {r['events']:>10,} events "
+            f"{1e6 * r['loop_s'] / max(r['events'], 1):4.2f} us each | routing only {r['floor_s']:5.2f} s")
 
 
 def main(argv: list[str] | None = None) -> int:

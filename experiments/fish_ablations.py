@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments import fish_time
 from experiments.adaptive import COST_MS, UNBOUNDED, rate_at
 from experiments.common import markdown_table, pyplot, run, stream, write_csv
 from experiments.registry import register
@@ -243,6 +244,7 @@ def ablations(out: Path, quick: bool) -> dict:
     ch_zs, ch_ns = (1.0, 2.0), ((32,) if quick else (32, 128))
 
     ident, strat = _identification_and_strategies(zs, ns, m)
+    zf = _epoch_exec_times(quick)
     hwa = _hwa(hwa_ns, loads, m, 1.4)
     ch = _ch(ch_zs, ch_ns, ch_m)
 
@@ -284,6 +286,7 @@ def ablations(out: Path, quick: bool) -> dict:
     paper = [
         {"ablation": "w/o epoch", "paper": PAPER["epoch"],
          "ours": f"up to {epoch_exec:.3g}x execution time (z={ez}, n={en}), p99 up to {epoch_p99:.3g}x"},
+        zf["paper"],
         *[{"ablation": f"w/W-C, {n} workers", "paper": PAPER["wc64" if n == 64 else "wc128"],
            "ours": saving(n)} for n in wide],
         {"ablation": "w/D-C", "paper": PAPER["dc"], "ours": "; ".join(dc_rows)},
@@ -304,6 +307,7 @@ def ablations(out: Path, quick: bool) -> dict:
         + "\n## w/o epoch (lifetime counting), equal workers\n\n"
         + markdown_table([{k: r[k] for k in ("z", "workers", "variant", "exec_vs_sg", "p99_ms", "imbalance",
                                              "mem_vs_fg")} for r in ident])
+        + zf["md"]
         + "\n## Hot-key strategy: CHK (fish), W-C, D-C, equal workers\n\n"
         + markdown_table(strat)
         + f"\nD-C's d (FindOptimalChoices, eps {DC_EPS:g}, head above 1/(4n)) from the frequencies within a tenth "
@@ -312,8 +316,28 @@ def ablations(out: Path, quick: bool) -> dict:
         + "\n## w/o CH: one worker added or removed halfway (routing only)\n\n" + markdown_table(ch)
         + "\n" + NOTES
     )
+    write_csv(out / "epoch_exec_time.csv", zf["rows"])
     return {"epoch": ident, "strategies": strat, "hwa": hwa, "ch": ch, "zs": list(zs), "workers": list(ns),
-            "ch_zs": list(ch_zs), "ch_workers": list(ch_ns)}
+            "ch_zs": list(ch_zs), "ch_workers": list(ch_ns), "epoch_zf": zf["rows"], "epoch_zf_zs": zf["zs"],
+            "epoch_zf_workers": zf["workers"], "epoch_zf_messages": zf["messages"]}
+
+
+def _epoch_exec_times(quick: bool) -> dict:
+    """RQ3's w/o epoch as the paper measures it: execution time through the simulator on ZF (blocks reading), as
+    `fish-workers` runs RQ1."""
+    m = 1_000_000 if quick else 10_000_000
+    zs = (2.0,) if quick else (1.0, 1.5, 2.0)
+    ns = (16, 128) if quick else (16, 32, 64, 128)
+    rows = fish_time.exec_grid(m, zs, ns, {"fish": ("fish", {}), "w/o epoch": ("fish", {"epochs": False})})
+    worst, at = fish_time.worst_ratio(rows, "w/o epoch", "fish", "exec_vs_sg")
+    mean, mean_at = fish_time.worst_ratio(rows, "w/o epoch", "fish", "mean_vs_sg")
+    paper = {"ablation": "w/o epoch, simulated on ZF (blocks)", "paper": PAPER["epoch"],
+             "ours": f"up to {worst:.3g}x execution time (z={at['z']}, n={at['workers']}); mean time in the system "
+                     f"up to {mean:.3g}x (z={mean_at['z']}, n={mean_at['workers']})"}
+    md = (f"\n## w/o epoch: execution time through the simulator on ZF ({m:,} tuples in {fish_time.ZF_BLOCKS} "
+          f"blocks, {SOURCES} sources, input at the rate the workers serve together, unbounded queues)\n\n"
+          + markdown_table(rows))
+    return {"rows": rows, "paper": paper, "md": md, "zs": list(zs), "workers": list(ns), "messages": m}
 
 
 NOTES = """## Protocol choices and differences from the paper

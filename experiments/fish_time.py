@@ -46,3 +46,33 @@ def exec_time(spec: str, scheme: str, workers: int, **params) -> dict:
     d = [g["d"] for g in s.get("grouping_stats") or () if isinstance(g, dict) and "d" in g]
     return {"exec_s": s["duration_s"], "mean_ms": s["latency_ms"]["mean"],
             "blocked_s": max(x["blocked_s"] for x in s["source_stats"]), "d_end": max(d) if d else None}
+
+
+def exec_grid(m: int, zs: tuple, ns: tuple, variants: dict[str, tuple[str, dict]], readings: tuple = ("blocks",),
+              label: str = "variant") -> list[dict]:
+    """Every variant (name -> (scheme, params)) on ZF at each reading, z and worker count, each against SG's run
+    on the same stream: execution time and mean time in the system over SG's, the execution time, the seconds
+    its sources were blocked and D-C's or W-C's d at the end. `label` names the variant's column."""
+    rows = []
+    for reading in readings:
+        for z in zs:
+            spec = zf_spec(z, m, reading)
+            for n in ns:
+                base = exec_time(spec, "sg", n)
+                for name, (scheme, params) in variants.items():
+                    got = base if (scheme, params) == ("sg", {}) else exec_time(spec, scheme, n, **params)
+                    rows.append({"reading": reading, "z": z, "workers": n, label: name,
+                                 "exec_vs_sg": got["exec_s"] / base["exec_s"],
+                                 "mean_vs_sg": got["mean_ms"] / base["mean_ms"],
+                                 "exec_s": got["exec_s"], "blocked_s": got["blocked_s"], "d_end": got["d_end"]})
+    return rows
+
+
+def worst_ratio(rows: list[dict], a: str, b: str, col: str, label: str = "variant") -> tuple[float, dict]:
+    """The largest ratio of variant `a`'s `col` to variant `b`'s over the grid's cells, and the cell it is at."""
+    def key(r: dict) -> tuple:
+        return r["reading"], r["z"], r["workers"]
+
+    base = {key(r): r[col] for r in rows if r[label] == b}
+    best = max((r[col] / base[key(r)], key(r)) for r in rows if r[label] == a)
+    return best[0], dict(zip(("reading", "z", "workers"), best[1], strict=True))

@@ -40,20 +40,22 @@ def commit() -> str:
     return head + ("+changes" if dirty else "")
 
 
-def command_text(name: str, quick: bool, parent: Path, seconds: float) -> str:
-    """What `COMMAND` holds for an experiment's folder: the command that reproduces it, then how and when it ran."""
+def command_text(name: str, quick: bool, parent: Path, seconds: float, at: str | None = None) -> str:
+    """What `COMMAND` holds for an experiment's folder: the command that reproduces it, then how and when it ran
+    (`at`: the commit when the run began, `commit()` by default)."""
     try:
         out = parent.resolve().relative_to(ROOT)  # no path of the machine that ran it
     except ValueError:
         out = Path(parent.name)
     return ran_text(["python", "scripts/reproduce.py", name, *(["--quick"] if quick else []), "--out", str(out)],
-                    seconds)
+                    seconds, at)
 
 
-def ran_text(argv: list[str], seconds: float) -> str:
-    """A `COMMAND` file's text: the command line, then the commit, the UTC date and the wall time of its run."""
+def ran_text(argv: list[str], seconds: float, at: str | None = None) -> str:
+    """A `COMMAND` file's text: the command line, then the commit (`at`, taken when the run began: the code may be
+    edited while it runs), the UTC date and the wall time of its run."""
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"{shlex.join(argv)}\n# at commit {commit()} on {when}; took {seconds:.0f} s wall on a "
+    return (f"{shlex.join(argv)}\n# at commit {at or commit()} on {when}; took {seconds:.0f} s wall on a "
             f"{os.cpu_count()}-core machine\n")
 
 

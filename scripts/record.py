@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(command: list[str], folder: Path, output: str) -> int:
-    clock = time.perf_counter()
+    clock, at = time.perf_counter(), provenance.commit()
     lines: list[str] = []
     try:
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
@@ -99,7 +99,7 @@ def _run(command: list[str], folder: Path, output: str) -> int:
         return status
     seconds = time.perf_counter() - clock
     try:
-        _write(folder, {output: "".join(lines), "COMMAND": provenance.ran_text(shown(command), seconds)})
+        _write(folder, {output: "".join(lines), "COMMAND": provenance.ran_text(shown(command), seconds, at)})
     except OSError as exc:
         print(f"record.py: error: cannot write to {folder}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -25,10 +25,11 @@ def run_one(exp: experiments.Experiment, parent: Path, quick: bool) -> Path:
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{exp.name}.", dir=parent))
     try:
-        clock = time.perf_counter()
+        clock, at = time.perf_counter(), provenance.commit()
         numbers = exp.run(tmp, quick)
         (tmp / "numbers.json").write_text(json.dumps(numbers, indent=2, default=float) + "\n")
-        (tmp / "COMMAND").write_text(provenance.command_text(exp.name, quick, parent, time.perf_counter() - clock))
+        (tmp / "COMMAND").write_text(provenance.command_text(exp.name, quick, parent, time.perf_counter() - clock,
+                                                                  at))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     except BaseException:

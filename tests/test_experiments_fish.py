@@ -88,3 +88,17 @@ def test_theta_trade_off(outputs):
     assert mem == sorted(mem) and mem[-1] > mem[0]  # lower theta, more keys hot, more memory
     for r in rows:
         assert r["exec_vs_sg"] < 1.05  # every theta stays near shuffle grouping's balance here
+
+
+def test_alpha_in_simulated_execution_time_on_the_papers_zf(outputs):
+    numbers = outputs["fish-params"][1]
+    rows = numbers["exec"]
+    assert {r["variant"] for r in rows} >= {"alpha=0.2", "alpha=1.0"}
+    for z in numbers["exec_zs"]:
+        for n in numbers["exec_workers"]:
+            default = _cell(rows, z=z, workers=n, variant="alpha=0.2")
+            no_decay = _cell(rows, z=z, workers=n, variant="alpha=1.0")
+            assert default["exec_vs_sg"] <= 1.32 and default["blocked_s"] == 0.0  # unbounded queues, as the paper's
+            # without decay the counts of past blocks hide each block's new hot key: it queues, and the run ends later
+            assert no_decay["exec_vs_sg"] > default["exec_vs_sg"]
+            assert no_decay["mean_vs_sg"] > 5 * default["mean_vs_sg"]

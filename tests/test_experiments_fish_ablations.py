@@ -34,8 +34,21 @@ def test_files_and_paper_comparison(outputs):
         assert paper_number in md
     header = (out / "ablations.csv").read_text().splitlines()[0]
     assert header.startswith("ablation,variant") and "mem_vs_fg" in header
-    for key in ("epoch", "strategies", "hwa", "ch"):
+    for key in ("epoch", "strategies", "hwa", "ch", "epoch_zf"):
         assert numbers[key], key
+
+
+@pytest.mark.slow
+def test_lifetime_counting_in_simulated_execution_time_on_the_papers_zf(outputs):
+    numbers = outputs[NAME][1]
+    rows = numbers["epoch_zf"]
+    for z in numbers["epoch_zf_zs"]:
+        for n in numbers["epoch_zf_workers"]:
+            fish = _cell(rows, z=z, workers=n, variant="fish")
+            lifetime = _cell(rows, z=z, workers=n, variant="w/o epoch")
+            assert fish["blocked_s"] == lifetime["blocked_s"] == 0.0  # unbounded queues, as the paper's
+            assert lifetime["exec_vs_sg"] > fish["exec_vs_sg"]
+            assert lifetime["mean_vs_sg"] > 5 * fish["mean_vs_sg"]
 
 
 @pytest.mark.slow
