@@ -139,7 +139,7 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
 
 
 # a source's channel arrays, as `loop` takes them: one row per source
-CHANNELS = ("_buffers._head", "_buffers._tail", "_held", "_oldest", "in_flight", "max_in_flight")
+CHANNELS = ("_buffers._head", "_buffers._tail", "_held", "_oldest", "in_flight", "max_in_flight", "_buffers.opened")
 
 
 def _joined(sources: list, offsets: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -98,7 +98,7 @@ def _push(heap, g, at, priority, kind, s, w, x, y, z, t):
 def _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f):
     """`SourceNode.next_wakeup`; NaN for None."""
     batch, credits, linger, end = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[1]
-    _, _, sendable, _, most = channel_state(chan[2][s], chan[4][s], credits, batch)
+    _, _, sendable, _, most = channel_state(chan[2][s], chan[4][s], credits, batch, chan[6][s])
     t = np.inf
     some = False
     if sendable:
@@ -157,12 +157,12 @@ def _arrive(s, w, index, batch_id, sent, now, heap, g, src, pool, rows, fb, sign
 def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb):
     """`SourceNode._send_due`, each buffer put on the wire as `SimSource._wake` and `Simulation.transmit` do."""
     batch, credits, linger, delay = cfg_i[3], cfg_i[4], cfg_f[0], cfg_f[2]
-    head, tail, held, oldest, in_flight, max_in_flight = chan
+    head, tail, held, oldest, in_flight, max_in_flight, opened = chan
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
     workers, sizes, positions = scratch[2], scratch[3], scratch[4]
     cut, _ = _cut_due_into(last_tick(now, linger), full_only, exhausted, batch, credits, _part(src[2], src[0], s),
-                           _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], in_flight[s],
-                           max_in_flight[s], workers, sizes, positions)
+                           _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], opened[s],
+                           in_flight[s], max_in_flight[s], workers, sizes, positions)
     sizes_in_flight, first_in_flight, count_in_flight = ring
     wire = _part(src[4], src[0], s)
     start = 0
@@ -231,8 +231,8 @@ def _route(kernel, stack, s, take, now, src, chan, si, sf, g, cfg_i, scratch, fb
     si[s, ROUTED] = stop
     si[s, PENDING] += take
     si[s, MAX_PENDING] = max(si[s, MAX_PENDING], si[s, PENDING])
-    head, tail, held, oldest = chan[0], chan[1], chan[2], chan[3]
-    _append(chosen, begin, arrival, _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s])
+    head, tail, held, oldest, opened = chan[0], chan[1], chan[2], chan[3], chan[6]
+    _append(chosen, begin, arrival, _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], opened[s])
 
 
 @njit(cache=True, inline="always")
@@ -253,7 +253,7 @@ def _step(kernel, stack, s, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
         _send_due(s, now, True, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, pool, rows, scratch, fb)
         if g[ERROR]:
             return
-        if channel_state(chan[2][s], chan[4][s], credits, batch)[3]:
+        if channel_state(chan[2][s], chan[4][s], credits, batch, chan[6][s])[3]:
             _block(s, now, si, sf)
             break
         if si[s, BLOCKED]:
@@ -300,7 +300,8 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
     due = held[s, w] >= batch or oldest[s, w] <= last_tick(now, cfg_f[0]) or exhausted
     waiting = held[s, w] > 0 and in_flight[s, w] == credits - 1 and due
     # done (nothing held or in flight once the input is exhausted) is asked last: it looks at every channel
-    if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held[s], in_flight[s], credits, batch)[0]):
+    if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held[s], in_flight[s], credits, batch,
+                                                                     chan[6][s])[0]):
         _plan(s, now, now, heap, g, src, chan, si, sf, cfg_i, cfg_f)
 
 
