@@ -335,8 +335,8 @@ def _epoch_exec_times(quick: bool) -> dict:
              "ours": f"up to {worst:.3g}x execution time (z={at['z']}, n={at['workers']}); mean time in the system "
                      f"up to {mean:.3g}x (z={mean_at['z']}, n={mean_at['workers']})"}
     md = (f"\n## w/o epoch: execution time through the simulator on ZF ({m:,} tuples in {fish_time.ZF_BLOCKS} "
-          f"blocks, {SOURCES} sources, input at the rate the workers serve together, unbounded queues)\n\n"
-          + markdown_table(rows))
+          f"blocks, {SOURCES} sources, input at the rate the workers serve together)\n\n"
+          + markdown_table(rows) + "\n" + fish_time.queues_note(rows))
     return {"rows": rows, "paper": paper, "md": md, "zs": list(zs), "workers": list(ns), "messages": m}
 
 

@@ -2,8 +2,10 @@
 
 The paper measures load balance as the total execution time of a simulation, normalised to SG's, and gives no
 formula. Here every worker serves a tuple in COST_MS, the input arrives at the rate all the workers together serve
-(what SG sustains exactly), and each channel has credits enough that no source ever waits, so the workers' queues
-are unbounded as in a simulation without backpressure. The execution time is when the last tuple is served
+(what SG sustains exactly), and each channel has as many credits as the compiled loop takes (`credits`: 16,384
+buffers of 100 tuples per channel at 16 workers, 2,048 at 128), so that the workers' queues are in effect unbounded,
+as in a simulation without backpressure. A run whose sources still waited for credit says so (`blocked_s` > 0):
+there a queue was bounded, and the source held the rest back. The execution time is when the last tuple is served
 (`duration_s`); a worker that a grouping overloads for a while finishes that much later. The mean time a tuple
 spends from arrival to served is reported next to it.
 
@@ -18,10 +20,10 @@ from __future__ import annotations
 from experiments.common import stream
 from experiments.routing import DRIFT_SOURCES as SOURCES
 from topo.sim import simulate
+from topo.sim.compiled import MAX_RING_CELLS
 from topo.spec import TopologySpec
 
 COST_MS = 1.0
-CREDITS = 2000  # buffers in flight per channel: enough that no source blocks at these sizes (`blocked_s` says)
 ZF_BLOCKS, ZF_HOT_AFTER = 10, 0.8
 READINGS = ("blocks", "literal")
 
@@ -35,13 +37,18 @@ def zf_spec(z: float, messages: int, reading: str = "blocks") -> str:
     raise ValueError(f"unknown reading {reading!r} (expected one of {', '.join(READINGS)})")
 
 
+def credits(workers: int) -> int:
+    """Buffers in flight per channel: the most the compiled loop takes for SOURCES sources over `workers`."""
+    return MAX_RING_CELLS // (SOURCES * workers)
+
+
 def exec_time(spec: str, scheme: str, workers: int, **params) -> dict:
     """One simulated run of `scheme` over n equal workers at the rate they serve together: its execution time (s),
     the mean time from arrival to served (ms), the seconds its sources were blocked (0: queues unbounded), and for
     D-Choices and W-Choices the head's d at the end (the most any source used)."""
     rate = workers * 1e3 / COST_MS
     run = TopologySpec(grouping=scheme, workers=workers, sources=SOURCES, cost_ms=COST_MS, rate=rate,
-                       max_pending=CREDITS, stream=spec, params=params)
+                       max_pending=credits(workers), stream=spec, params=params)
     s = simulate(run, stream(spec)).summary
     d = [g["d"] for g in s.get("grouping_stats") or () if isinstance(g, dict) and "d" in g]
     return {"exec_s": s["duration_s"], "mean_ms": s["latency_ms"]["mean"],
@@ -76,3 +83,20 @@ def worst_ratio(rows: list[dict], a: str, b: str, col: str, label: str = "varian
     base = {key(r): r[col] for r in rows if r[label] == b}
     best = max((r[col] / base[key(r)], key(r)) for r in rows if r[label] == a)
     return best[0], dict(zip(("reading", "z", "workers"), best[1], strict=True))
+
+
+def queues_note(rows: list[dict], label: str = "variant") -> str:
+    """What the runs' queues were: a sentence for the experiments' tables, naming the runs whose sources waited
+    for credit (their queues were bounded there)."""
+    def where(r: dict) -> str:
+        reading = "" if r["reading"] == "blocks" else f", {r['reading']}"
+        return f"{r[label]} (z = {r['z']}, {r['workers']} workers{reading}: {r['blocked_s']:.3g} s)"
+
+    ns = [r["workers"] for r in rows]
+    lo, hi = min(ns), max(ns)
+    head = f"Credits per channel: {credits(lo):,} buffers at {lo} workers, {credits(hi):,} at {hi}. "
+    held = [where(r) for r in rows if r["blocked_s"] > 0]
+    if not held:
+        return head + "No source waited for credit in any run: every queue was unbounded in effect.\n"
+    return head + (f"Sources waited for credit (there the queue was bounded: `blocked_s`) in {len(held)} of "
+                   f"{len(rows)} runs: " + "; ".join(held) + ".\n")
