@@ -103,6 +103,46 @@ def _drift(loads: np.ndarray, assignment: np.ndarray, nodes: int, rng: np.random
         loads[on] *= factor
 
 
+MEAN_NODE = 50.0  # percentage points of the bottleneck resource
+CHANGE = 5.0  # points gained or lost per changing node and period
+METHODS = ("albic", "flux", "none")
+
+
+def periods_run(nodes: int, per_node: int, budget: int, count: int, node_limit: int,
+                max_variables: int = milp.MAX_VARIABLES, methods: tuple[str, ...] = METHODS
+                ) -> list[dict]:
+    """Per period, for each method: the load distance before and after rebalancing and the migrations, on the
+    synthetic drifting workload (ALBIC's MILP with at most about `max_variables` placement variables)."""
+    groups = nodes * per_node
+    rng = np.random.default_rng(7)
+    base = MEAN_NODE / per_node * (1.0 + rng.uniform(-0.05, 0.05, groups))
+    start = np.arange(groups) % nodes
+    active, kill = np.ones(nodes, bool), np.zeros(nodes, bool)
+    state = {name: (base.copy(), start.copy()) for name in methods}
+    drift_seed = np.random.SeedSequence(11)
+    rngs = {name: np.random.default_rng(drift_seed) for name in state}  # the same changes for every method
+    rows = []
+    for t in range(1, count + 1):
+        row: dict = {"period": t}
+        for name, (loads, asg) in state.items():
+            _drift(loads, asg, nodes, rngs[name], CHANGE)
+            before = milp.load_distance(milp.node_loads(loads, asg, nodes), active)
+            if name == "albic":
+                new, _ = milp.allocate(loads, asg, active, kill, None, budget, time_limit=900.0,
+                                      node_limit=node_limit, max_variables=max_variables)
+            elif name == "flux":
+                new = flux.flux(loads, asg, milp.node_loads(loads, asg, nodes), budget)
+            else:
+                new = asg
+            moved = int((new != asg).sum())
+            asg[:] = new
+            row[f"{name}_ld_before"] = before
+            row[f"{name}_ld"] = milp.load_distance(milp.node_loads(loads, asg, nodes), active)
+            row[f"{name}_migrations"] = moved
+        rows.append(row)
+    return rows
+
+
 @register(
     "albic-periods",
     "Madsen et al. (004), Sections 5.1-5.2: synthetic key groups (mean +-5%), 20% of nodes change load each period, "
@@ -115,34 +155,8 @@ def periods(out: Path, quick: bool) -> dict:
     # a node limit, not a time limit, ends each solve, so the numbers do not depend on the machine's speed
     nodes, per_node, budget, count, node_limit = (8, 8, 10, 6, 100) if quick else (20, 20, 13, 40, 100)
     groups = nodes * per_node
-    mean_node = 50.0  # percentage points of the bottleneck resource
-    change = 5.0  # points gained or lost per changing node and period
-    rng = np.random.default_rng(7)
-    base = mean_node / per_node * (1.0 + rng.uniform(-0.05, 0.05, groups))
-    start = np.arange(groups) % nodes
-    active, kill = np.ones(nodes, bool), np.zeros(nodes, bool)
-    state = {name: (base.copy(), start.copy()) for name in ("albic", "flux", "none")}
-    drift_seed = np.random.SeedSequence(11)
-    rngs = {name: np.random.default_rng(drift_seed) for name in state}  # the same changes for every method
-    rows = []
-    for t in range(1, count + 1):
-        row: dict = {"period": t}
-        for name, (loads, asg) in state.items():
-            _drift(loads, asg, nodes, rngs[name], change)
-            before = milp.load_distance(milp.node_loads(loads, asg, nodes), active)
-            if name == "albic":
-                new, _ = milp.allocate(loads, asg, active, kill, None, budget, time_limit=60.0,
-                                      node_limit=node_limit)
-            elif name == "flux":
-                new = flux.flux(loads, asg, milp.node_loads(loads, asg, nodes), budget)
-            else:
-                new = asg
-            moved = int((new != asg).sum())
-            asg[:] = new
-            row[f"{name}_ld_before"] = before
-            row[f"{name}_ld"] = milp.load_distance(milp.node_loads(loads, asg, nodes), active)
-            row[f"{name}_migrations"] = moved
-        rows.append(row)
+    mean_node, change = MEAN_NODE, CHANGE
+    rows = periods_run(nodes, per_node, budget, count, node_limit)
     write_csv(out / "periods.csv", rows)
 
     plt = pyplot()
@@ -175,7 +189,7 @@ def periods(out: Path, quick: bool) -> dict:
             "max_migrations": int(mig.max()),
         }
 
-    numbers = {name: stat(name) for name in state}
+    numbers = {name: stat(name) for name in METHODS}
     numbers["budget"] = budget
     paper = {
         "albic": "load distance consistently < 1% (Job 1, 13 migrations/SPL)",
@@ -191,7 +205,7 @@ def periods(out: Path, quick: bool) -> dict:
             "max migrations/period": numbers[name]["max_migrations"],
             "paper": paper[name],
         }
-        for name in state
+        for name in METHODS
     ]
     note = (
         f"\nOurs: the paper's synthetic workload (key group loads at the mean +-5%, 20% of nodes gaining or losing "

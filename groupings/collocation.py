@@ -31,7 +31,7 @@ import numpy as np
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
-from .milp import allocate, load_distance, node_loads
+from .milp import MAX_VARIABLES, allocate, load_distance, node_loads
 
 MAX_LD = 10.0  # maximum load distance, in the loads' units (the paper: percentage points of a node)
 MAX_PL = 25.0  # initial maximum load of one part
@@ -272,6 +272,7 @@ def albic(
     node_speed: np.ndarray | None = None,
     time_limit: float = 1.0,
     node_limit: int = 0,
+    max_variables: int = MAX_VARIABLES,
     rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, dict]:
     """One ALBIC invocation (Algorithm 2): the new node of every key group of the edge, and what was decided.
@@ -309,6 +310,7 @@ def albic(
             pinned=plan.pinned,
             time_limit=time_limit,
             node_limit=node_limit,
+            max_variables=max_variables,
         )
         tries += 1
         if pl <= 0 or info["load_distance"] <= max_ld:

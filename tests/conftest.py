@@ -158,7 +158,7 @@ def spark():
 SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift", "sim-vs-ray", "cg-heterogeneity",
                               "cg-capacity-change", "cg-virtual-workers", "albic-periods", "production-vs-papers",
                               "gedik-sigma", "dchoices-storm", "dchoices-storm-ray", "cg-storm-memory", "albic-cola",
-                              "albic-scale-in", "albic-wikipedia", "storm-deployments"})
+                              "albic-scale-in", "albic-wikipedia", "storm-deployments", "albic-cap"})
 
 
 _QUICK: dict = {}  # the session's quick runs, started ahead at collection when selected tests read them

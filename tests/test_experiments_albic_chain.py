@@ -45,3 +45,22 @@ def test_wikipedia_milp_keeps_a_lower_steadier_load_distance_than_flux(outputs):
     assert albic["mean_ld"] < flux["mean_ld"] and albic["max_ld"] < flux["max_ld"]
     assert albic["max_migrations"] <= n["budget"] and flux["max_migrations"] <= n["budget"]
     assert albic["mean_collocation"] < 2.0 / n["nodes"]  # even fan-out: about a random placement's 1/nodes
+
+
+def test_the_cap_is_compared_with_every_key_group_movable_on_each_settings_periods(outputs):
+    out, n = outputs["albic-cap"]
+    for f in ("cap.csv", "cap.md"):
+        assert (out / f).stat().st_size > 0
+    assert set(n["summary"]) == {"albic-periods", "albic-scale-in (1OL, integrated)", "albic-cola (x = 50%)"}
+    for setting in n["summary"]:
+        runs = {r["milp"]: [x for x in n["rows"] if x["setting"] == setting and x["milp"] == r["milp"]]
+                for r in n["rows"] if r["setting"] == setting}
+        assert set(runs) == {"capped", "every key group"}
+        capped, every = runs["capped"], runs["every key group"]
+        assert [r["period"] for r in capped] == [r["period"] for r in every] and len(capped) >= 2
+        assert capped[0]["variables"] <= n["cap"] or capped[0]["variables"] == every[0]["variables"]
+        if every[0]["variables"] <= n["cap"]:  # under the cap nothing is frozen: the same plans
+            assert [(r["ld"], r["migrations"]) for r in capped] == [(r["ld"], r["migrations"]) for r in every]
+    # the quick periods setting is just over the cap (8 nodes x 64 key groups): the two MILPs differ there
+    periods = [r for r in n["rows"] if r["setting"] == "albic-periods"]
+    assert {r["variables"] for r in periods} == {n["cap"], 512}
