@@ -325,19 +325,13 @@ def ablations(out: Path, quick: bool) -> dict:
 def _epoch_exec_times(quick: bool) -> dict:
     """RQ3's w/o epoch as the paper measures it: execution time through the simulator on ZF (blocks reading), as
     `fish-workers` runs RQ1."""
-    m = 1_000_000 if quick else 10_000_000
-    zs = (2.0,) if quick else (1.0, 1.5, 2.0)
-    ns = (16, 128) if quick else (16, 32, 64, 128)
-    rows = fish_time.exec_grid(m, zs, ns, {"fish": ("fish", {}), "w/o epoch": ("fish", {"epochs": False})})
-    worst, at = fish_time.worst_ratio(rows, "w/o epoch", "fish", "exec_vs_sg")
-    mean, mean_at = fish_time.worst_ratio(rows, "w/o epoch", "fish", "mean_vs_sg")
-    paper = {"ablation": "w/o epoch, simulated on ZF (blocks)", "paper": PAPER["epoch"],
-             "ours": f"up to {worst:.3g}x execution time (z={at['z']}, n={at['workers']}); mean time in the system "
-                     f"up to {mean:.3g}x (z={mean_at['z']}, n={mean_at['workers']})"}
-    md = (f"\n## w/o epoch: execution time through the simulator on ZF ({m:,} tuples in {fish_time.ZF_BLOCKS} "
-          f"blocks, {SOURCES} sources, input at the rate the workers serve together)\n\n"
-          + markdown_table(rows) + "\n" + fish_time.queues_note(rows))
-    return {"rows": rows, "paper": paper, "md": md, "zs": list(zs), "workers": list(ns), "messages": m}
+    got = fish_time.compare_on_zf(quick, "w/o epoch", {"fish": ("fish", {}), "w/o epoch": ("fish", {"epochs": False})},
+                                  "w/o epoch", "fish")
+    (worst, at), (mean, mean_at) = got["exec"], got["mean"]
+    got["paper"] = {"ablation": "w/o epoch, simulated on ZF (blocks)", "paper": PAPER["epoch"],
+                    "ours": f"up to {worst:.3g}x execution time (z={at['z']}, n={at['workers']}); mean time in the "
+                            f"system up to {mean:.3g}x (z={mean_at['z']}, n={mean_at['workers']})"}
+    return got
 
 
 NOTES = """## Protocol choices and differences from the paper

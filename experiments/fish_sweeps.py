@@ -281,17 +281,12 @@ def params(out: Path, quick: bool) -> dict:
 def _alpha_exec_times(quick: bool) -> dict:
     """RQ2 as the paper measures it: alpha's execution time through the simulator on ZF (the blocks reading: the
     literal one is a single Zipf law, where decay has no change to follow)."""
-    m = 1_000_000 if quick else 10_000_000
-    zs = (2.0,) if quick else (1.0, 1.5, 2.0)
-    ns = (16, 128) if quick else (16, 32, 64, 128)
     alphas = (0.2, 1.0) if quick else (0.0, 0.2, 0.6, 1.0)
-    rows = fish_time.exec_grid(m, zs, ns, {f"alpha={a}": ("fish", {"alpha": a}) for a in alphas})
-    exec_1, at = fish_time.worst_ratio(rows, "alpha=1.0", "alpha=0.2", "exec_vs_sg")
-    mean_1, mean_at = fish_time.worst_ratio(rows, "alpha=1.0", "alpha=0.2", "mean_vs_sg")
-    paper = {"claim": "alpha = 1 (no decay) vs 0.2: execution time, simulated on ZF (blocks)", "paper": "up to 12.14x",
-             "ours": f"up to {exec_1:.3g}x (z = {at['z']}, {at['workers']} workers); mean time in the system up to "
-                     f"{mean_1:.3g}x (z = {mean_at['z']}, {mean_at['workers']} workers)"}
-    md = (f"\n## alpha: execution time through the simulator on ZF ({m:,} tuples in {fish_time.ZF_BLOCKS} blocks, "
-          f"{SOURCES} sources, input at the rate the workers serve together)\n\n"
-          + markdown_table(rows) + "\n" + fish_time.queues_note(rows))
-    return {"rows": rows, "paper": paper, "md": md, "zs": list(zs), "workers": list(ns), "messages": m}
+    got = fish_time.compare_on_zf(quick, "alpha", {f"alpha={a}": ("fish", {"alpha": a}) for a in alphas},
+                                  "alpha=1.0", "alpha=0.2")
+    (exec_1, at), (mean_1, mean_at) = got["exec"], got["mean"]
+    got["paper"] = {"claim": "alpha = 1 (no decay) vs 0.2: execution time, simulated on ZF (blocks)",
+                    "paper": "up to 12.14x",
+                    "ours": f"up to {exec_1:.3g}x (z = {at['z']}, {at['workers']} workers); mean time in the system "
+                            f"up to {mean_1:.3g}x (z = {mean_at['z']}, {mean_at['workers']} workers)"}
+    return got

@@ -17,7 +17,7 @@ printed are the same law: one Zipf stream).
 
 from __future__ import annotations
 
-from experiments.common import stream
+from experiments.common import markdown_table, stream
 from experiments.routing import DRIFT_SOURCES as SOURCES
 from topo.sim import simulate
 from topo.sim.compiled import MAX_RING_CELLS
@@ -73,6 +73,21 @@ def exec_grid(m: int, zs: tuple, ns: tuple, variants: dict[str, tuple[str, dict]
                                  "mean_vs_sg": got["mean_ms"] / base["mean_ms"],
                                  "exec_s": got["exec_s"], "blocked_s": got["blocked_s"], "d_end": got["d_end"]})
     return rows
+
+
+def compare_on_zf(quick: bool, title: str, variants: dict[str, tuple[str, dict]], a: str, b: str) -> dict:
+    """Variant `a` against `b` (and the other variants) in execution time on ZF, blocks reading, as the RQ2 and RQ3
+    experiments run it: the rows, the largest factor of `a` over `b` in execution time and in mean time in the
+    system with the cells they are at, and a markdown section headed `title`."""
+    m = 1_000_000 if quick else 10_000_000
+    zs = (2.0,) if quick else (1.0, 1.5, 2.0)
+    ns = (16, 128) if quick else (16, 32, 64, 128)
+    rows = exec_grid(m, zs, ns, variants)
+    md = (f"\n## {title}: execution time through the simulator on ZF ({m:,} tuples in {ZF_BLOCKS} blocks, "
+          f"{SOURCES} sources, input at the rate the workers serve together)\n\n"
+          + markdown_table(rows) + "\n" + queues_note(rows))
+    return {"rows": rows, "exec": worst_ratio(rows, a, b, "exec_vs_sg"), "mean": worst_ratio(rows, a, b, "mean_vs_sg"),
+            "md": md, "zs": list(zs), "workers": list(ns), "messages": m}
 
 
 def worst_ratio(rows: list[dict], a: str, b: str, col: str, label: str = "variant") -> tuple[float, dict]:
