@@ -19,13 +19,14 @@ import experiments  # noqa: E402
 from experiments import provenance  # noqa: E402
 
 
-def run_one(exp: experiments.Experiment, parent: Path, quick: bool) -> Path:
-    """Run `exp` into parent/NAME/, which appears whole (with numbers.json and COMMAND) or not at all."""
+def run_one(exp: experiments.Experiment, parent: Path, quick: bool, at: str | None = None) -> Path:
+    """Run `exp` into parent/NAME/, which appears whole (with numbers.json and COMMAND) or not at all. `at`: the
+    commit of the code this process loaded (taken when it started; `provenance.commit()` by default)."""
     out = parent / exp.name
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{exp.name}.", dir=parent))
     try:
-        clock, at = time.perf_counter(), provenance.commit()
+        clock, at = time.perf_counter(), at or provenance.commit()
         numbers = exp.run(tmp, quick)
         (tmp / "numbers.json").write_text(json.dumps(numbers, indent=2, default=float) + "\n")
         (tmp / "COMMAND").write_text(provenance.command_text(exp.name, quick, parent, time.perf_counter() - clock,
@@ -84,13 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     done: list[tuple[str, float, Path]] = []
+    loaded = provenance.commit()  # the experiments' code is what this process imported at its start
     bar = _progress()
     with bar:
         task = bar.add_task("", total=len(chosen))
         for exp in chosen:
             bar.update(task, description=f"{exp.name}{' (quick)' if args.quick else ''}")
             clock = time.perf_counter()
-            out = run_one(exp, Path(args.out), args.quick)
+            out = run_one(exp, Path(args.out), args.quick, loaded)
             done.append((exp.name, time.perf_counter() - clock, out))
             bar.advance(task)
     if len(done) == 1:
