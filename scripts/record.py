@@ -47,17 +47,20 @@ def _write(folder: Path, files: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(description=__doc__,
                                 usage="record.py [-h] [--output FILE] FOLDER -- COMMAND [ARG ...]")
     p.add_argument("folder", type=Path, help="the results folder to write (created if missing)")
     p.add_argument("--output", default="output.txt",
                    help="file in FOLDER for the command's standard output (default: output.txt); its standard "
                         "error (progress bars) is shown, not kept")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
-    args = p.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        print("record.py: error: no command to run (give it after --)", file=sys.stderr)
+    p.add_argument("command", nargs="*", help="the command to run, after --")
+    # the command is everything after the first --, so its own options never reach this parser
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = p.parse_args(argv[:cut])
+    command = argv[cut + 1:]
+    if args.command or not command:
+        print("record.py: error: give the command to run after --", file=sys.stderr)
         return 2
     if "/" in args.output or args.output in ("", ".", "..", "COMMAND"):
         print(f"record.py: error: --output {args.output!r} must be a plain file name other than COMMAND",

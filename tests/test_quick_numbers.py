@@ -61,6 +61,9 @@ def test_record_keeps_a_commands_output_with_its_provenance(tmp_path, capsys):
     first, second = (folder / "COMMAND").read_text().splitlines()
     assert first == "python -c 'print('\"'\"'3.2 M tuples/s'\"'\"')'"  # the interpreter's path is not shown
     assert second.startswith(f"# at commit {provenance.commit().split('+')[0]}")
+    # its own options come before --, the command's after it (an option of the command's is never taken)
+    assert record.main([str(folder), "--output", "log.txt", "--", sys.executable, "-c", "print(1)", "--output"]) == 0
+    assert (folder / "log.txt").read_text() == "1\n" and (folder / "output.txt").exists()
     # a command that fails changes nothing, and a folder made for it goes again
     assert record.main([str(folder), "--", sys.executable, "-c", "print('other'); raise SystemExit(3)"]) == 3
     assert (folder / "output.txt").read_text() == "3.2 M tuples/s\n"
