@@ -86,10 +86,16 @@ def _run(command: list[str], folder: Path, output: str) -> int:
     try:
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
             assert proc.stdout is not None
+            shown_ = True
             for line in proc.stdout:
-                sys.stdout.write(line)
-                sys.stdout.flush()
                 lines.append(line)
+                if shown_:
+                    try:
+                        sys.stdout.write(line)
+                        sys.stdout.flush()
+                    except BrokenPipeError:  # a reader that left (`| head`) does not stop the record
+                        shown_ = False
+                        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (nothing more to show)
             status = proc.wait()
     except OSError as exc:
         print(f"record.py: error: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
@@ -106,7 +112,7 @@ def _run(command: list[str], folder: Path, output: str) -> int:
     except OSError as exc:
         print(f"record.py: error: cannot write to {folder}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"record.py: wrote {folder / output} and {folder / 'COMMAND'} ({seconds:.0f} s)")
+    print(f"record.py: wrote {folder / output} and {folder / 'COMMAND'} ({seconds:.0f} s)", file=sys.stderr)
     return 0
 
 
