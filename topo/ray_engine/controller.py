@@ -61,6 +61,9 @@ class ControlLoop(Mortal):
         period = self.controller.period_s
         due = t0 + period
         self.t0 = t0
+        if self.restored is not None:  # killed mid-push, some sources may still route with the version before
+            with self._lock:
+                self._push(fresh=False)
         while not self._stop.wait(max(0.0, due - time.time())):
             with self._lock:
                 self._step(time.time() - t0)
@@ -81,21 +84,25 @@ class ControlLoop(Mortal):
             self._push()
             self._pause(moved)
 
-    def _push(self) -> None:
-        """Every source routes with a copy of the controller's current version from its next batch on."""
-        blob = self.replica()
+    def _push(self, fresh: bool = True) -> None:
+        """Every source routes with a copy of the controller's current version from its next batch on. A `fresh`
+        version is checkpointed before any source has it, so a controller killed while pushing restarts with the
+        newest version a source may route with, and pushes it again (`run`)."""
+        if fresh:
+            self.pushes += 1
+            if self.store is not None:
+                self.store.write((self.controller, self.periods, self.pushes), replace=True)
+        blob = pickle.dumps(self.controller.replica())
         for ref in [s.install.remote(blob) for s in self.sources]:
             try:
                 ray.get(ref)
             except RayActorError:
                 pass  # a source restarting gets the current version from the driver when it resumes
-        self.pushes += 1
-        if self.store is not None:
-            self.store.write((self.controller, self.periods, self.pushes), replace=True)
 
     def replica(self) -> bytes:
-        """The current version, as a source installs it."""
-        return pickle.dumps(self.controller.replica())
+        """The current version, as a source installs it (after any push under way: never one it is replacing)."""
+        with self._lock:
+            return pickle.dumps(self.controller.replica())
 
     def _step(self, now: float) -> None:
         pulled = []
