@@ -155,7 +155,6 @@ def periods(out: Path, quick: bool) -> dict:
     # a node limit, not a time limit, ends each solve, so the numbers do not depend on the machine's speed
     nodes, per_node, budget, count, node_limit = (8, 8, 10, 6, 100) if quick else (20, 20, 13, 40, 100)
     groups = nodes * per_node
-    mean_node, change = MEAN_NODE, CHANGE
     rows = periods_run(nodes, per_node, budget, count, node_limit, max_variables=groups * nodes)  # no cap: albic-cap
     write_csv(out / "periods.csv", rows)
 
@@ -174,7 +173,7 @@ def periods(out: Path, quick: bool) -> dict:
         ax.set_xlabel("period (SPL)")
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(f"{nodes} nodes, {groups} key groups, mean node load {mean_node:g}%, maxMigrations = {budget}")
+    fig.suptitle(f"{nodes} nodes, {groups} key groups, mean node load {MEAN_NODE:g}%, maxMigrations = {budget}")
     fig.tight_layout()
     fig.savefig(out / "periods.png", dpi=110)
     plt.close(fig)
@@ -209,7 +208,7 @@ def periods(out: Path, quick: bool) -> dict:
     ]
     note = (
         f"\nOurs: the paper's synthetic workload (key group loads at the mean +-5%, 20% of nodes gaining or losing "
-        f"{change:g} points per period) on {nodes} nodes, not the Storm/Wikipedia job, so the absolute load distances "
+        f"{CHANGE:g} points per period) on {nodes} nodes, not the Storm/Wikipedia job, so the absolute load distances "
         "are not comparable; the direction is: the MILP stays lower and steadier than Flux under the same "
         "maxMigrations. The workload has no communicating key groups, so ALBIC adds no collocation constraints "
         f"and reduces to its MILP (maxPL = 0); HiGHS stands in for CPLEX, stopped after {node_limit} branch-and-bound "

@@ -86,15 +86,15 @@ def _run(command: list[str], folder: Path, output: str) -> int:
     try:
         with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
             assert proc.stdout is not None
-            shown_ = True
+            echo = True
             for line in proc.stdout:
                 lines.append(line)
-                if shown_:
+                if echo:
                     try:
                         sys.stdout.write(line)
                         sys.stdout.flush()
                     except BrokenPipeError:  # a reader that left (`| head`) does not stop the record
-                        shown_ = False
+                        echo = False
                         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (nothing more to show)
             status = proc.wait()
     except OSError as exc:

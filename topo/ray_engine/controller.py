@@ -92,7 +92,7 @@ class ControlLoop(Mortal):
             self.pushes += 1
             if self.store is not None:
                 self.store.write((self.controller, self.periods, self.pushes), replace=True)
-        blob = pickle.dumps(self.controller.replica())
+        blob = self._replica()
         for ref in [s.install.remote(blob) for s in self.sources]:
             try:
                 ray.get(ref)
@@ -102,7 +102,10 @@ class ControlLoop(Mortal):
     def replica(self) -> bytes:
         """The current version, as a source installs it (after any push under way: never one it is replacing)."""
         with self._lock:
-            return pickle.dumps(self.controller.replica())
+            return self._replica()
+
+    def _replica(self) -> bytes:
+        return pickle.dumps(self.controller.replica())
 
     def _step(self, now: float) -> None:
         pulled = []
