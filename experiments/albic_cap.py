@@ -46,7 +46,7 @@ def _settings(quick: bool) -> list[tuple[str, int, int, object]]:
 @register(
     "albic-cap",
     "Madsen et al. (004): ALBIC's MILP with every key group movable, as in the paper, against the cap on placement "
-    "variables (milp.MAX_VARIABLES) that albic-periods and albic-cola run under",
+    "variables (milp.MAX_VARIABLES) that albic-periods, albic-scale-in and albic-cola ran under before",
     "with the same node limit the capped MILP reaches as low a load distance where every node is near the mean, "
     "and a far higher one where a node must shed more key groups than the cap lets move (scale-in's overloaded "
     "node)",
