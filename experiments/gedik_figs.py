@@ -9,6 +9,7 @@ with 10^7 keys; it tracks and places the same keys as the controller (the test c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from groupings.adaptive.gedik_function import PartitioningFunction, Ring, consis
 from groupings.hashing import seeded_hashes
 from topo.data.zipf import zipf_pmf
 
+Reading = Callable[[int, int], dict]  # (N, tracked keys R) -> extra keywords of gedik_build.build
 REPLICAS = 1000  # ring points per channel, the paper's setting and the gedik strategy's default
 
 
@@ -50,9 +52,10 @@ def tracked_count(pmf: np.ndarray, kinds: tuple[int, int, int], sigma: float, n:
 
 def rebuild(
     prev: PartitioningFunction, pmf: np.ndarray, keys: np.ndarray, n: int, kinds: tuple[int, int, int],
-    build: str, *, sigma: float = 0.1, utility: str = "apm",
+    build: str, *, sigma: float = 0.1, utility: str = "apm", reading: Reading | None = None,
 ) -> tuple[PartitioningFunction, gb.Placement]:
-    """p^{t+1} over n channels from p^t = `prev`, with exact frequencies: the keys of rank < R are tracked."""
+    """p^{t+1} over n channels from p^t = `prev`, with exact frequencies: the keys of rank < R are tracked.
+    `reading(n, R)` gives extra keywords of `gedik_build.build` (another reading of the paper's text)."""
     r = tracked_count(pmf, kinds, sigma, n) if n > 1 else 0
     tracked, tf = keys[:r], pmf[:r]
     dropped = np.setdiff1d(prev.keys, tracked, assume_unique=True)  # D_o
@@ -60,14 +63,15 @@ def rebuild(
     h = ring(n)
     placement = gb.build(build, tf, prev.lookup(tracked), h.channel_of(tracked), n, kinds, ALPHAS, utility,
                          dropped_f=pmf[rank] if dropped.size else None,
-                         dropped_moves=prev.lookup(dropped) != h.channel_of(dropped) if dropped.size else None)
+                         dropped_moves=prev.lookup(dropped) != h.channel_of(dropped) if dropped.size else None,
+                         **(reading(n, r) if reading else {}))
     cut = gcost.delta(kinds, ALPHAS, sigma, n, pmf.size)
     return PartitioningFunction(prev.version + 1, h, tracked, placement.channels, tf, cut), placement
 
 
 def grow_methods(
     pmf: np.ndarray, keys: np.ndarray, top: int, kinds: tuple[int, int, int], *, sigma: float = 0.1,
-    utility: str = "apm", methods: tuple[str, ...] = METHODS,
+    utility: str = "apm", methods: tuple[str, ...] = METHODS, reading: Reading | None = None,
 ) -> dict[str, list[dict]]:
     """Grow N from 1 to `top`, rebuilding at each step: per method one row per N = 2..top with b (Eq. 11) and
     m (Eq. 12). `keys` must be sorted ascending by hash and `pmf` is their frequency in rank order, so that the
@@ -86,7 +90,8 @@ def grow_methods(
             elif name == "consistent":
                 channel = ring(n).channel_of(keys)
             else:
-                fns[name], _ = rebuild(fns[name], pmf, keys, n, kinds, name, sigma=sigma, utility=utility)
+                fns[name], _ = rebuild(fns[name], pmf, keys, n, kinds, name, sigma=sigma, utility=utility,
+                                      reading=reading)
                 channel = fns[name].lookup(keys)
             ratios = tuple(gcost.imbalance(gcost.channel_loads(pmf, channel, n, k)) for k in kinds)
             moved = float(loads_s[maps[name] != channel].sum())

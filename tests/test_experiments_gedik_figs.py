@@ -126,3 +126,16 @@ def test_gedik_build_time_directions(outputs):
     # at z = 1 Scan scores a small share of what Redist and Readj score (its time is mostly the ring's)
     top = n["by_z"][-1]
     assert top["scan_evals"] < 0.2 * min(top["redist_evals"], top["readj_evals"])
+
+
+def test_every_reading_of_scan_changes_what_scan_builds():
+    # gedik-scan-readings: each reading must reach the build (else its row would repeat ours)
+    from experiments.gedik_scan import READINGS, grow
+
+    keys, pmf = zipf_keys(1.0, 5_000, 5)
+    ours = grow(keys, pmf, 8, "ours")
+    assert ours == grow_methods(pmf, keys, 8, gcost.parse_resources("LCL"), methods=("scan",))["scan"]
+    for name in READINGS:
+        if name != "ours":
+            rows = grow(keys, pmf, 8, name)
+            assert any(a["m"] != b["m"] or a["b"] != b["b"] for a, b in zip(rows, ours, strict=True)), name

@@ -28,11 +28,14 @@ _TIE = 1e-12  # relative slack when comparing penalties, so rounding noise never
 
 
 @njit(cache=True)
-def _scan(weights, f, old, n, counted, thetas, m0, mbar, uid):
-    """Algorithm 2: each key in decreasing frequency goes to the channel of lowest utility."""
+def _scan(weights, f, old, n, counted, thetas, m0, mbar, uid, base):
+    """Algorithm 2: each key in decreasing frequency goes to the channel of lowest utility. `base` is each
+    channel's load before any tracked key is placed (zeros: rho over the partial H_p alone, as the paper says)."""
     r = f.size
-    loads = np.zeros((3, n))
+    loads = base.copy()
     totals = np.zeros(3)
+    for k in range(3):
+        totals[k] = loads[k].sum()
     hi, lo1, lo2 = np.zeros(3), np.zeros(3), np.zeros(3)
     lo1_at = np.zeros(3, np.int64)
     out = np.empty(r, np.int64)
@@ -204,12 +207,20 @@ def build(
     utility_name: str = "apm",
     dropped_f: np.ndarray | None = None,
     dropped_moves: np.ndarray | None = None,
+    *,
+    base: np.ndarray | None = None,
+    mbar: float | None = None,
+    count_constant: bool = False,
 ) -> Placement:
     """Place the tracked keys (frequencies `f`, sorted decreasing) on `n` channels with Scan, Redist or Readj.
 
     `old` is p^t(d) of each tracked key (channel numbers >= n mean a removed channel), `hc_new` its channel
     under the new consistent hash H_c^{t+1}; `dropped_f` and `dropped_moves` are D_o, the keys no longer
     tracked: their frequencies and whether H_c^{t+1} moves them away from p^t.
+
+    The keywords are other readings of the paper's text, for `gedik-scan-readings`, and leave the defaults as
+    we read it: `base` (3 x n, Scan only) is each channel's load before the tracked keys are placed, `mbar`
+    replaces Eq. 18's normaliser, and `count_constant` keeps constant resources in rho.
     """
     if method not in BUILDS:
         raise ValueError(f"build must be one of {', '.join(BUILDS)} (got {method!r})")
@@ -233,17 +244,19 @@ def build(
     weights = np.ascontiguousarray(np.stack([beta(k, f) for k in kinds]))
     m0 = float(beta(kinds[0], dropped_f[dropped_moves]).sum())
     # Eq. 18's normaliser over D_a = tracked now or before (the pseudocode's D_p^{t+1} or D_n disagree with it)
-    mbar = (float(weights[0].sum()) + float(beta(kinds[0], dropped_f).sum())) / n
+    if mbar is None:
+        mbar = (float(weights[0].sum()) + float(beta(kinds[0], dropped_f).sum())) / n
     if n == 1 or f.size == 0:
         channels = np.zeros(f.size, np.int64) if n == 1 else hc_new.copy()
         m = m0 + migration_cost(f, old, channels, kinds[0])
         return Placement(channels.astype(np.int32), m, mbar)
     # a constant resource function is balanced by the consistent hash for free: it stays out of rho (Section 4.4)
-    counted = np.array([k != CONSTANT for k in kinds])
+    counted = np.array([count_constant or k != CONSTANT for k in kinds])
     thetas = np.array([theta(a, n) for a in alphas])
     uid = UTILITIES.index(utility_name)
     if method == "scan":
-        channels, m, evals = _scan(weights, f, old, n, counted, thetas, m0, mbar, uid)
+        channels, m, evals = _scan(weights, f, old, n, counted, thetas, m0, mbar, uid,
+                                   np.zeros((3, n)) if base is None else np.asarray(base, dtype=np.float64))
     elif method == "redist":
         channels, m, evals = _redist(weights, f, old, n, counted, thetas, m0, mbar, uid)
     else:
