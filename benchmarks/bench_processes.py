@@ -15,6 +15,7 @@ verdict. Ratios are against the separate layout of the same run (or its first ro
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 import time
 
@@ -85,8 +86,12 @@ def main() -> None:
     p.add_argument("--separate", action=argparse.BooleanOptionalAction, default=True,
                    help="run the separate layout too, the baseline of the ratios (default yes; at 48 x 80 it starts "
                         "about 44 processes and needs about 8 GB); without it, ratios are against the first row")
+    p.add_argument("--json", action="store_true",
+                   help="after the tables, print every row as one JSON line (what `scripts/record.py --numbers` keeps "
+                        "as numbers.json)")
     args = p.parse_args()
     topologies = args.topology or ["2x10", "8x24", "8x64"]
+    measured = {}
     for text in topologies:
         sources, workers = (int(v) for v in text.lower().split("x"))
         capacities = (5.0, 5.0, 5.0) + (1.0,) * 7 if (sources, workers) == (2, 10) else None
@@ -117,6 +122,9 @@ def main() -> None:
                   f"{r['p50']:8.1f} {r['p99']:8.1f} {fmt(r['transit_p99'], '8.1f')} {fmt(r['late_p99'], '8.1f')} "
                   f"{fmt(r['setup_s'], '7.1f')} "
                   f"{fmt(r['memory_mb'], '7.0f')}  {r['verdict']}")
+        measured[f"{sources}x{workers}"] = {"rate": rate, "rows": rows}
+    if args.json:
+        print(json.dumps({"grouping": args.grouping, "topologies": measured}))
 
 
 if __name__ == "__main__":

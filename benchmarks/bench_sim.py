@@ -17,6 +17,7 @@ spec's default buffering (100 tuples, 5 ms linger, 16 buffers in flight); Zipf z
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import sys
 import time
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each case; the line gives the run of median wall time, and the fastest and slowest "
                         "walls in brackets (default 3: this machine's first touch of fresh memory varies by seconds)")
+    p.add_argument("--json", action="store_true",
+                   help="after the table, print every case's numbers as one JSON line (what `scripts/record.py "
+                        "--numbers` keeps as numbers.json)")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat must be at least 1 (got {args.repeat})")
@@ -98,8 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulator, 1 source, cost 0.1 ms, the spec's buffering ({spec.batch_size} tuples, {spec.linger_ms:g} ms "
           f"linger, {spec.max_pending} in flight), Zipf z={args.z} over {args.keys:,} keys, saturating input, "
           f"median of {args.repeat} run{'s' if args.repeat > 1 else ''}")
+    rows = []
     for messages, workers, grouping in cases:
-        print(line(bench(messages, workers, grouping, args.keys, args.z, streams, args.repeat)), flush=True)
+        rows.append(bench(messages, workers, grouping, args.keys, args.z, streams, args.repeat))
+        print(line(rows[-1]), flush=True)
+    if args.json:
+        print(json.dumps({"z": args.z, "keys": args.keys, "repeat": args.repeat, "cases": rows}))
     return 0
 
 

@@ -12,6 +12,7 @@ counts pages of the run's spilled log while they are mapped) against the size of
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import subprocess
 import sys
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1000, help="workers (default 1,000)")
     p.add_argument("--grouping", default="cg", help="grouping (default cg)")
     p.add_argument("--keys", type=int, default=1_000_000, help="distinct keys of the Zipf stream (default 1,000,000)")
+    p.add_argument("--json", action="store_true",
+                   help="after the report, print its numbers as one JSON line (what `scripts/record.py --numbers` "
+                        "keeps as numbers.json)")
     args = p.parse_args(argv)
     if args.messages < 1 or args.workers < 1 or args.keys < 1:
         p.exit(2, "bench_sim_memory.py: --messages, --workers and --keys must be at least 1\n")
@@ -50,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulator, {args.grouping}, {args.messages:,} messages x {args.workers:,} workers, {stream}")
     print(f"  wall {wall:.1f} s | peak resident {peak / 1e9:.2f} GB ({peak / 2**30:.2f} GiB) | the per-tuple log "
           f"alone in memory would be {args.messages * LOG_ROW_BYTES / 1e9:.1f} GB | run directory: {', '.join(files)}")
+    if args.json:
+        print(json.dumps({"grouping": args.grouping, "messages": args.messages, "workers": args.workers,
+                          "keys": args.keys, "wall_s": wall, "peak_gb": peak / 1e9,
+                          "log_gb": args.messages * LOG_ROW_BYTES / 1e9}))
     return 0
 
 

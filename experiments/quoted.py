@@ -9,6 +9,9 @@ The expression sees the numbers' top-level keys as names (and `n`, the whole), p
 round, next, sorted, any, all and `pick(rows, field=value, ...)`, the row whose fields match.
 `scripts/quote_numbers.py` rewrites every marked number from the files, and the test suite checks that the docs
 already say what the files hold, so a rerun that moves a result moves the docs with it or fails the suite.
+
+A command's printed output shown whole (the README's first run) is a copy: a code block right after
+`<!--copy results/NAME/output.txt-->` holds that file's text, trailing spaces left out, and is filled in the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ DOCS = ("README.md", "docs/*.md")
 # the number (digits, separators, a decimal part, an exponent) right before a marker, and the marker itself
 MARKED = re.compile(r"(?P<value>-?[\d,]*\.?\d+(?:e[-+]?\d+)?)<!--=\s*(?P<name>[\w-]+)\s+(?P<expr>.+?)\s*\|\s*"
                     r"(?P<fmt>[^|]*?)\s*-->")
+
+
+# a code block that copies a results file: the marker, the fence line, the body, the closing fence
+COPY = re.compile(r"(?P<head><!--copy (?P<path>results/[\w./-]+)-->\n```[^\n]*\n)(?P<body>.*?)(?P<tail>^```$)",
+                  re.S | re.M)
 
 
 def pick(rows: list[dict], **match: object) -> dict:
@@ -60,8 +68,17 @@ def value(name: str, expr: str, fmt: str, root: Path = ROOT) -> str:
         raise QuoteError(f"{name} {expr!r} | {fmt!r}: {type(exc).__name__}: {exc}") from None
 
 
+def copied(path: str, root: Path = ROOT) -> str:
+    """A code block's body copying results file `path`: its lines without trailing spaces."""
+    file = root / path
+    if not file.is_file():
+        raise QuoteError(f"no {path} for a copied output")
+    return "".join(line.rstrip() + "\n" for line in file.read_text().rstrip("\n").splitlines())
+
+
 def fill(text: str, root: Path = ROOT) -> str:
-    """`text` with every marked number as its experiment's results say."""
+    """`text` with every marked number as its experiment's results say, and every copy as its file holds."""
+    text = COPY.sub(lambda m: m["head"] + copied(m["path"], root) + m["tail"], text)
     return MARKED.sub(lambda m: value(m["name"], m["expr"], m["fmt"], root) + m[0][len(m["value"]):], text)
 
 
@@ -73,7 +90,12 @@ def stale(root: Path = ROOT) -> list[tuple[Path, int, str, str]]:
     """(document, line, says, results say) of every marked number that differs from its results."""
     out = []
     for doc in documents(root):
-        for i, line in enumerate(doc.read_text().splitlines(), 1):
+        text = doc.read_text()
+        for m in COPY.finditer(text):
+            if m["body"] != copied(m["path"], root):
+                out.append((doc.relative_to(root), text.count("\n", 0, m.start("body")) + 1,
+                            f"a copy of {m['path']}", "another text"))
+        for i, line in enumerate(text.splitlines(), 1):
             for m in MARKED.finditer(line):
                 now = value(m["name"], m["expr"], m["fmt"], root)
                 if now != m["value"]:
@@ -82,8 +104,8 @@ def stale(root: Path = ROOT) -> list[tuple[Path, int, str, str]]:
 
 
 def marked(root: Path = ROOT) -> int:
-    """How many numbers the docs quote with a marker."""
-    return sum(len(MARKED.findall(doc.read_text())) for doc in documents(root))
+    """How many numbers the docs quote with a marker (a copied output counts as one)."""
+    return sum(len(MARKED.findall(doc.read_text())) + len(COPY.findall(doc.read_text())) for doc in documents(root))
 
 
 def quote(root: Path = ROOT) -> list[Path]:

@@ -2,11 +2,14 @@
 """Run a command and keep what it printed as a result: `record.py results/NAME -- COMMAND...` runs COMMAND, shows
 its output as it comes, and on success writes results/NAME/output.txt (its standard output) and results/NAME/COMMAND
 (the command, the commit, the UTC date and the wall time), so that a benchmark's or a script's numbers carry
-their provenance as the experiments' folders do. A command that fails writes nothing."""
+their provenance as the experiments' folders do. With --numbers, the command's last line (a benchmark's `--json`)
+becomes results/NAME/numbers.json, which the docs quote as they quote an experiment's. A command that fails writes
+nothing."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -54,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", default="output.txt",
                    help="file in FOLDER for the command's standard output (default: output.txt); its standard "
                         "error (progress bars) is shown, not kept")
+    p.add_argument("--numbers", action="store_true",
+                   help="keep the command's last line of standard output, a JSON object (a benchmark's --json), as "
+                        "FOLDER/numbers.json, and leave it out of the output file")
     p.add_argument("command", nargs="*", help="the command to run, after --")
     # the command is everything after the first --, so its own options never reach this parser
     cut = argv.index("--") if "--" in argv else len(argv)
@@ -74,13 +80,22 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"record.py: error: cannot write to {args.folder}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    status = _run(command, args.folder, args.output)
+    status = _run(command, args.folder, args.output, args.numbers)
     if status != 0 and fresh and not any(args.folder.iterdir()):
         args.folder.rmdir()
     return status
 
 
-def _run(command: list[str], folder: Path, output: str) -> int:
+def _numbers(lines: list[str]) -> str | None:
+    """numbers.json's text from the output's last line, or None when that line is not a JSON object."""
+    try:
+        numbers = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+    return json.dumps(numbers, indent=2) + "\n" if isinstance(numbers, dict) else None
+
+
+def _run(command: list[str], folder: Path, output: str, numbers: bool = False) -> int:
     clock, at = time.perf_counter(), provenance.commit()
     lines: list[str] = []
     try:
@@ -107,12 +122,21 @@ def _run(command: list[str], folder: Path, output: str) -> int:
         print(f"record.py: {shown(command)[0]} exited with status {status}; nothing written", file=sys.stderr)
         return status
     seconds = time.perf_counter() - clock
+    files = {output: "".join(lines)}
+    if numbers:
+        text = _numbers(lines)
+        if text is None:
+            print(f"record.py: error: {shown(command)[0]}'s last line is not a JSON object (--numbers); nothing "
+                  "written", file=sys.stderr)
+            return 2
+        files = {output: "".join(lines[:-1]), "numbers.json": text}
     try:
-        _write(folder, {output: "".join(lines), "COMMAND": provenance.ran_text(shown(command), seconds, at)})
+        _write(folder, {**files, "COMMAND": provenance.ran_text(shown(command), seconds, at)})
     except OSError as exc:
         print(f"record.py: error: cannot write to {folder}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"record.py: wrote {folder / output} and {folder / 'COMMAND'} ({seconds:.0f} s)", file=sys.stderr)
+    print(f"record.py: wrote {', '.join(str(folder / name) for name in [*files, 'COMMAND'])} ({seconds:.0f} s)",
+          file=sys.stderr)
     return 0
 
 

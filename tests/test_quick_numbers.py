@@ -79,6 +79,23 @@ def test_record_keeps_a_commands_output_with_its_provenance(tmp_path, capsys):
     assert len(err) == 3 and all(line.startswith("record.py: error: ") for line in err)
 
 
+def test_record_keeps_a_benchmarks_json_line_as_its_numbers(tmp_path, capsys):
+    record = _record_script()
+    folder = tmp_path / "bench"
+    table = "print('kg 1.5 s'); print('{\"wall_s\": 1.5}')"
+    assert record.main([str(folder), "--numbers", "--", sys.executable, "-c", table]) == 0
+    assert (folder / "output.txt").read_text() == "kg 1.5 s\n"  # the JSON line is the numbers, not the output
+    assert json.loads((folder / "numbers.json").read_text()) == {"wall_s": 1.5}
+    # a last line that is not a JSON object: one line, status 2, and the earlier record stays whole
+    capsys.readouterr()
+    for last in ("print('kg 2 s')", "print('[1, 2]')"):
+        assert record.main([str(folder), "--numbers", "--", sys.executable, "-c", last]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("record.py: error: ") for line in err)
+    assert (folder / "output.txt").read_text() == "kg 1.5 s\n"
+    assert json.loads((folder / "numbers.json").read_text()) == {"wall_s": 1.5}
+
+
 def _record_script():
     import importlib.util
 

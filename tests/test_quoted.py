@@ -54,3 +54,19 @@ def test_the_command_checks_without_writing():
     done = subprocess.run([sys.executable, "scripts/quote_numbers.py", "--check"], capture_output=True, text=True,
                           cwd=quoted.ROOT, timeout=60)
     assert done.returncode == 0 and done.stdout.strip().endswith("0 stale")
+
+
+def test_a_copied_output_follows_its_file(tmp_path):
+    doc = ("It prints:\n\n<!--copy results/toy/output.txt-->\n```\nkg 1.5 s\n```\n\n"
+           "and 1.5<!--= toy n['s'] | .1f --> s.\n")
+    path = _checkout(tmp_path, doc, {"s": 1.5})
+    (tmp_path / "results" / "toy" / "output.txt").write_text("kg 1.5 s   \n")  # trailing spaces are not copied
+    assert quoted.stale(tmp_path) == [] and quoted.marked(tmp_path) == 2
+    (tmp_path / "results" / "toy" / "output.txt").write_text("kg 1.7 s\nsg 1.2 s\n")
+    assert [(str(d), line, says) for d, line, says, _ in quoted.stale(tmp_path)] == [
+        ("docs/toy.md", 5, "a copy of results/toy/output.txt")]
+    assert quoted.quote(tmp_path) == [path]
+    assert path.read_text() == doc.replace("kg 1.5 s\n", "kg 1.7 s\nsg 1.2 s\n")
+    (tmp_path / "results" / "toy" / "output.txt").unlink()
+    with pytest.raises(quoted.QuoteError, match="no results/toy/output.txt"):
+        quoted.stale(tmp_path)
