@@ -136,7 +136,7 @@ def storm(out: Path, quick: bool) -> dict:
     write_csv(out / "ideal.csv", ideal)
     write_csv(out / "capped.csv", capped)
     _plot(out, ideal, [], [])
-    numbers = {"ideal": ratios(ideal), "caps": caps,
+    numbers = {"ideal": ratios(ideal), "runs": ideal, "caps": caps,
                "capped": {name: ratios([r for r in capped if r["cap"] == name]) for name in caps}}
     (out / "storm.md").write_text(report(ideal, capped, numbers, messages))
     return numbers
