@@ -9,6 +9,7 @@ batch per millisecond of engine time, so their periodic refreshes are part of wh
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -71,6 +72,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--groupings", default=",".join(REFERENCE_NAMES), help="comma-separated names")
     parser.add_argument("--batch", type=int, default=10_000, help="batch size of time-driven groupings")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", action="store_true",
+                        help="after the table, print every row as one JSON line (what `scripts/record.py --numbers` "
+                             "keeps as numbers.json)")
     args = parser.parse_args(argv)
     try:
         args.workers = [int(w) for w in args.workers.split(",")]
@@ -96,6 +100,16 @@ def main(argv: list[str] | None = None) -> int:
             slow = python_rate(name, workers, sample, args.batch)
             rows.append((name, workers, fast, slow, fast / slow, first_call))
     title = f"routing speed: Zipf z={args.z}, {args.keys} keys, {args.messages} messages (Python: {sample.size})"
+    _show(title, rows)
+    if args.json:
+        print(json.dumps({"z": args.z, "keys": args.keys, "messages": args.messages, "rows": [
+            {"grouping": name, "workers": workers, "compiled_tps": fast, "python_tps": slow, "ratio": ratio,
+             "first_call_s": first} for name, workers, fast, slow, ratio, first in rows]}))
+    return 0
+
+
+def _show(title: str, rows: list[tuple]) -> None:
+    """The table, with rich when it is there."""
     try:
         from rich.console import Console
         from rich.table import Table
@@ -104,14 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'strategy':9} {'workers':>7} {'numba t/s':>14} {'python t/s':>12} {'ratio':>8} {'first call s':>12}")
         for name, workers, fast, slow, ratio, first in rows:
             print(f"{name:9} {workers:7d} {fast:14,.0f} {slow:12,.0f} {ratio:8.0f} {first:12.2f}")
-        return 0
+        return
     table = Table(title=title)
     for column in ("strategy", "workers", "numba tuples/s", "python tuples/s", "ratio", "first call (s)"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for name, workers, fast, slow, ratio, first in rows:
         table.add_row(name, str(workers), f"{fast:,.0f}", f"{slow:,.0f}", f"{ratio:,.0f}x", f"{first:.2f}")
     Console().print(table)
-    return 0
 
 
 if __name__ == "__main__":
