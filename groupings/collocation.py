@@ -37,7 +37,6 @@ MAX_LD = 10.0  # maximum load distance, in the loads' units (the paper: percenta
 MAX_PL = 25.0  # initial maximum load of one part
 STEP_PL = 5.0  # decrease of maxPL per retry
 SCORE_FACTOR = 1.5  # sF
-SPARSE_EIGEN = 64  # vertices from which the Fiedler vector comes from a sparse solver
 
 
 @dataclass
@@ -142,14 +141,9 @@ def _fiedler_order(graph: np.ndarray) -> np.ndarray:
             order.append(members[_fiedler_order(graph[np.ix_(members, members)])])
         return np.concatenate(order)
     laplacian = np.diag(graph.sum(axis=1)) - graph
-    if n < SPARSE_EIGEN:
-        fiedler = np.linalg.eigh(laplacian)[1][:, 1]
-    else:  # the two smallest eigenpairs by shift-invert: dense eigh on hundreds of vertices took ~1 s on a busy machine
-        from scipy.sparse import csc_array
-        from scipy.sparse.linalg import eigsh
-
-        values, vectors = eigsh(csc_array(laplacian), k=2, sigma=-1e-6, which="LM", v0=np.linspace(1.0, 2.0, n))
-        fiedler = vectors[:, np.argsort(values)[1]]
+    # dense LAPACK, never ARPACK: where the second eigenvalue is repeated (one-to-one pairs give such graphs) any
+    # vector of its eigenspace is a Fiedler vector, and ARPACK's hidden random state picked another one each call
+    fiedler = np.linalg.eigh(laplacian)[1][:, 1]
     if fiedler[np.argmax(np.abs(fiedler))] < 0:  # the sign of an eigenvector is arbitrary: fix it
         fiedler = -fiedler
     return np.lexsort((np.arange(n), np.round(fiedler, 12)))

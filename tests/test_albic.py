@@ -190,6 +190,21 @@ def test_balanced_partition_cuts_the_weak_edge():
     assert sorted(np.bincount(three).tolist()) == [2, 3, 3]
 
 
+def test_balanced_partition_is_the_same_every_call_where_the_fiedler_value_repeats():
+    # 100 key groups talking one to one, the rest spread evenly: the Laplacian's second eigenvalue is repeated, so
+    # any vector of its eigenspace is a Fiedler vector; the partition must still be one and the same every call
+    # (ARPACK picked another each call from its hidden random state)
+    upstream = 100
+    out = np.full((upstream, upstream), 0.01)
+    out[np.arange(50), np.arange(50)] = 1.0
+    graph = traffic_graph(out)
+    values = np.linalg.eigvalsh(np.diag(graph.sum(axis=1)) - graph)
+    assert values[2] - values[1] < 1e-9 * values[-1]  # the case in question
+    labels = [balanced_partition(graph, np.ones(2 * upstream), 10) for _ in range(4)]
+    assert all((lab == labels[0]).all() for lab in labels)
+    assert np.bincount(labels[0]).tolist() == [20] * 10
+
+
 def test_collocated_set_over_max_pl_is_split_into_parts():
     # upstream key group 0 sends 10 to each of downstream 1-4 and 0.1 to 5-8: avg 5.05, only 1-4 score (> 7.6)
     out = np.array([[10.0] * 4 + [0.1] * 4])
