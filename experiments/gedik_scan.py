@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.common import against_paper, markdown_table, pyplot, write_csv
+from experiments.common import against_paper, markdown_table, write_csv
 from experiments.gedik_figs import Reading, grow_methods, ring, tracked_count, zipf_keys
+from experiments.partitioning import plot_b_and_m
 from experiments.registry import register
 from groupings.adaptive import gedik_cost as gcost
 
@@ -70,22 +71,11 @@ def readings(out: Path, quick: bool) -> dict:
     highest = max(table, key=lambda r: r[f"m at N={top}"])
     pmf = drawn[0][1]
 
-    plt = pyplot()
-    fig, (ax_b, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for name, rows in runs.items():
-        ax_b.plot([r["n"] for r in rows], [r["b"] for r in rows], "o-", ms=3, label=name)
-        ax_m.plot([r["n"] for r in rows], [r["m"] for r in rows], "o-", ms=3, label=name)
-    ax_m.axhline(3.0, color="black", ls=":", lw=1, label="paper: Scan above 3x at N = 32")
-    ax_b.set_ylabel("relative imbalance b")
-    ax_m.set_ylabel("relative migration m (1 = ideal)")
-    for ax in (ax_b, ax_m):
-        ax.set_xlabel("channels N")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Scan under readings of the paper (Zipf z = 1 over {keys_count:,} keys, LCL, alpha = 1.2, "
-                 f"mean of {draws} key draws)")
-    fig.tight_layout()
-    fig.savefig(out / "readings.png", dpi=110)
-    plt.close(fig)
+    by_n = [{"n": r["n"], **{f"{name}_{k}": runs[name][i][k] for name in READINGS for k in ("b", "m")}}
+            for i, r in enumerate(runs["ours"])]
+    plot_b_and_m(out / "readings.png", [r["n"] for r in by_n], by_n, READINGS, "channels N",
+                 f"Scan under readings of the paper (Zipf z = 1 over {keys_count:,} keys, LCL, alpha = 1.2, "
+                 f"mean of {draws} key draws)", m_mark=(3.0, "paper: Scan above 3x at N = 32"))
 
     paper = [{"claim": f"Scan's m at N = {top}", "paper": "above 3x the ideal (Fig. 6)",
               "ours": f"{last['m']:.3g}x (mean of {draws} key draws); highest of the readings "

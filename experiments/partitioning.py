@@ -125,8 +125,10 @@ def _build_remarks(rows: list[dict], top: int) -> str:
     return out
 
 
-def plot_b_and_m(path: Path, xs: list, rows: list[dict], names, xlabel: str, title: str) -> None:
-    """Relative imbalance b and relative migration m (columns `<name>_b`, `<name>_m` of `rows`) against `xs`."""
+def plot_b_and_m(path: Path, xs: list, rows: list[dict], names, xlabel: str, title: str,
+                 m_mark: tuple[float, str] | None = None) -> None:
+    """Relative imbalance b and relative migration m (columns `<name>_b`, `<name>_m` of `rows`) against `xs`;
+    `m_mark` (value, label) draws a reference line on the m side, such as the paper's figure."""
     plt = pyplot()
     fig, (ax_b, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
     for name in names:
@@ -136,6 +138,8 @@ def plot_b_and_m(path: Path, xs: list, rows: list[dict], names, xlabel: str, tit
     ax_b.set_ylabel("relative imbalance b (1 = within the targets)")
     ax_m.set_ylabel("relative migration m (1 = ideal)")
     ax_m.set_yscale("log")
+    if m_mark is not None:
+        ax_m.axhline(m_mark[0], color="black", ls="--", lw=1, label=m_mark[1])
     for ax in (ax_b, ax_m):
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
