@@ -153,12 +153,13 @@ def spark():
 
 # experiments whose quick run takes more than about 5 s here (fish-ablations 69 s, ray-heterogeneous 39 s, fish-drift
 # 31 s, the others 5 to 15 s; dchoices-storm's closed loops about 5 s, the Ray runs of dchoices-storm-ray and
-# cg-storm-memory 10 to 30 s; ALBIC's chain experiments 5 to 20 s of HiGHS solves): their tests are marked slow, and
-# the default suite never runs them
+# cg-storm-memory 10 to 30 s, ray-recovery and ray-overload about 35 s each; ALBIC's chain experiments 5 to 20 s of
+# HiGHS solves): their tests are marked slow, and the default suite never runs them
 SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift", "sim-vs-ray", "cg-heterogeneity",
                               "cg-capacity-change", "cg-virtual-workers", "albic-periods", "production-vs-papers",
                               "gedik-sigma", "dchoices-storm", "dchoices-storm-ray", "cg-storm-memory", "albic-cola",
-                              "albic-scale-in", "albic-wikipedia", "storm-deployments", "albic-cap"})
+                              "albic-scale-in", "albic-wikipedia", "storm-deployments", "albic-cap",
+                              "ray-recovery", "ray-overload"})
 
 
 _QUICK: dict = {}  # the session's quick runs, started ahead at collection when selected tests read them

@@ -10,18 +10,13 @@ import time
 import pytest
 import ray
 
+from experiments.recovery import STREAM, chaos_spec, kill_event, matrix_cells
 from topo.data.streams import stream_from_spec
 from topo.errors import RunFailed
 from topo.ray_engine import driver, run_ray, watch
 from topo.ray_engine.mortal import until_back
-from topo.spec import TopologySpec
 
-STREAM = "zipf:z=1.0,keys=2000,messages=16000,seed=3"
-RATE = 4000.0  # tuples/s: the run lasts about 4 s, half the workers' capacity
-TIMES = {"early": 0.5, "middle": 2.0, "late": 3.5}
-KINDS = {"source": "kill-source:1", "worker": "kill-worker:2", "aggregator": "kill-aggregator",
-         "controller": "kill-controller"}
-GROUPINGS = ("kg", "pkg", "cg", "gedik")
+spec = chaos_spec  # the chaos matrix's topology (experiments/recovery.py, whose ray-recovery records its numbers)
 
 
 @pytest.fixture(scope="module")
@@ -29,21 +24,8 @@ def stream():
     return stream_from_spec(STREAM)
 
 
-def spec(grouping: str, **changes) -> TopologySpec:
-    fields = {"workers": 4, "sources": 2, "capacities": (1.0,) * 4, "worker_processes": 2, **changes}
-    return TopologySpec(engine="ray", grouping=grouping, stream=STREAM, rate=RATE, seed=1, batch_size=100,
-                        linger_ms=5.0, **fields)
-
-
 def cells() -> list:
-    out = []
-    for grouping in GROUPINGS:
-        for kind in KINDS:
-            if kind == "controller" and grouping != "gedik":
-                continue  # only gedik and albic have a controller
-            for when in TIMES:
-                out.append(pytest.param(grouping, kind, when, id=f"{grouping}-{kind}-{when}"))
-    return out
+    return [pytest.param(g, k, w, id=f"{g}-{k}-{w}") for g, k, w in matrix_cells()]
 
 
 def exact_after(summary: dict, stream) -> dict:
@@ -54,13 +36,9 @@ def exact_after(summary: dict, stream) -> dict:
 
 @pytest.mark.slow  # the default suite kills every kind of actor in `test_repeated_and_random_kills_in_one_run`
 @pytest.mark.parametrize(("grouping", "kind", "when"), cells())
-def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, kind, when, record_property):
-    event = f"{KINDS[kind]}@{TIMES[when]}"
-    summary = run_ray(spec(grouping), stream, chaos=(event,)).summary
+def test_any_actor_killed_leaves_the_run_exact(ray_session, stream, grouping, kind, when):
+    summary = run_ray(spec(grouping), stream, chaos=(kill_event(kind, when),)).summary
     recovery = exact_after(summary, stream)
-    # the matrix's numbers, for `pytest --junitxml`: each recovery's seconds and the tuples replayed, by cause
-    record_property("recovery_s", [f["recovery_s"] for f in recovery["failures"]])
-    record_property("replayed_by", recovery["replayed_by"])
     (kill,) = summary["ray"]["chaos"]
     if "skipped" in kill:  # a late kill may come after the last tuple: nothing to recover then
         assert when == "late"
@@ -214,3 +192,28 @@ def test_deaths_from_outside_the_run_are_on_the_record(ray_session, stream):
     for row in recovery["failures"]:
         assert row["how"] == "died" and 0 < row["died_s"] <= row["back_s"] and row["recovery_s"] >= 0
     assert recovery["checkpoints"]["aggregator_starts"] == 2
+
+
+@pytest.mark.slow  # ray-recovery's quick run: three of the matrix's cells, each with its numbers
+def test_the_recovery_experiment_records_each_kill_it_recovered_from(outputs):
+    numbers = outputs["ray-recovery"][1]
+    assert numbers["runs"] == numbers["exact"] == 3
+    for kind, row in numbers["by_kind"].items():
+        assert row["recovered"] == row["runs"] == 1, kind
+        assert 0 < row["recovery_min_s"] <= row["recovery_mean_s"] <= row["recovery_max_s"] < 120, kind
+    cells = {c["kind"]: c for c in numbers["cells"]}
+    # each kill's re-sent tuples are counted under its own cause, and nowhere else
+    for kind in ("worker", "source", "aggregator"):
+        assert cells[kind]["replayed"] == cells[kind][f"replayed_{kind}"] > 0, kind
+
+
+@pytest.mark.slow  # ray-overload's quick run: 8 s of input at three times what the workers serve, three deaths
+def test_the_overload_run_serves_its_backlog_exactly_after_three_deaths(outputs):
+    n = outputs["ray-overload"][1]
+    assert n["exact"] and n["tuples_processed"] == n["messages"] == 96_000
+    assert {f["actor"] for f in n["failures"]} >= {"worker 1", "source 0", "aggregator"}
+    assert all(f["recovery_s"] is not None and f["recovery_s"] > 0 for f in n["failures"])
+    assert n["replayed"] == sum(n["replayed_by"].values()) > 0
+    # the workers serve 4,000 tuples/s: the backlog is served after the 8 s of input end
+    assert n["wall_s"] > n["messages"] / n["served_tps"] > n["input_s"]
+    assert {m["actor"] for m in n["memory"]} == {"aggregator", "source 0", "source 1", "workers 0,1", "workers 2,3"}
