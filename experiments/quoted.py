@@ -5,8 +5,9 @@ experiment's `results/NAME/numbers.json` and a format, e.g.
 
     dc needs up to 1.48x<!--= dchoices-memory worst["dc/pkg_run"] | .2f --> pkg's memory
 
-The expression sees the numbers' top-level keys as names (and `n`, the whole), plus min, max, sum, len, abs,
-round, next, sorted, any, all and `pick(rows, field=value, ...)`, the row whose fields match.
+The expression sees the numbers' top-level keys as names (and `n`, the whole), `took_s` (the run's wall seconds, from
+its `COMMAND`: a folder may have only that), plus min, max, sum, len, abs, round, next, sorted, any, all and
+`pick(rows, field=value, ...)`, the row whose fields match.
 `scripts/quote_numbers.py` rewrites every marked number from the files, and the test suite checks that the docs
 already say what the files hold, so a rerun that moves a result moves the docs with it or fails the suite.
 
@@ -50,12 +51,19 @@ class QuoteError(ValueError):
     """A marker that names no experiment, or whose expression does not evaluate."""
 
 
+TOOK = re.compile(r"took ([\d.]+) s wall")
+
+
 @cache
-def numbers(name: str, root: Path = ROOT) -> dict:
-    path = root / "results" / name / "numbers.json"
-    if not path.exists():
-        raise QuoteError(f"no {path.relative_to(root)} for a quoted number")
-    return json.loads(path.read_text())
+def numbers(name: str, root: Path = ROOT) -> tuple[dict, float | None]:
+    """What a marker naming `name` sees: its numbers.json ({} if the folder has only a COMMAND), and the run's wall
+    seconds from its COMMAND (None if it has none)."""
+    folder = root / "results" / name
+    path, command = folder / "numbers.json", folder / "COMMAND"
+    found = TOOK.search(command.read_text()) if command.exists() else None
+    if not path.exists() and found is None:
+        raise QuoteError(f"no {path.relative_to(root)} (nor a COMMAND with its wall time) for a quoted number")
+    return (json.loads(path.read_text()) if path.exists() else {}), (float(found[1]) if found else None)
 
 
 def value(name: str, expr: str, fmt: str, root: Path = ROOT) -> str:
@@ -122,7 +130,7 @@ def quote(root: Path = ROOT) -> list[Path]:
 
 def evaluate(name: str, expr: str, root: Path = ROOT) -> Any:
     """The value of `expr` over experiment `name`'s numbers (its top-level keys as names, and `n`)."""
-    found = numbers(name, root)
-    scope = {**(found if isinstance(found, dict) else {}), "n": found}
+    found, took = numbers(name, root)
+    scope = {**(found if isinstance(found, dict) else {}), "n": found, "took_s": took}
     # the names as globals, so that a comprehension's body sees them too
     return eval(expr, {"__builtins__": SAFE, **scope})  # noqa: S307 (the project's own docs, over its own files)

@@ -50,6 +50,22 @@ def test_a_marker_that_names_nothing_is_one_clear_error(tmp_path):
         quoted.stale(tmp_path / "b")
 
 
+def test_a_run_s_wall_time_is_quoted_from_its_command(tmp_path):
+    doc = "a run takes 9<!--= toy took_s | .0f --> s, 2<!--= toy took_s / k | .0f -->x\n"
+    path = _checkout(tmp_path, doc, {"k": 6})
+    (tmp_path / "results" / "toy" / "COMMAND").write_text("python x.py\n# at commit abc on 2026-11-28 09:00 UTC; "
+                                                          "took 12 s wall on a 2-core machine\n")
+    assert quoted.quote(tmp_path) == [path] and path.read_text().startswith("a run takes 12<")
+    # a folder with a COMMAND and no numbers.json still has its wall time
+    (tmp_path / "results" / "toy" / "numbers.json").unlink()
+    quoted.numbers.cache_clear()
+    assert quoted.evaluate("toy", "took_s", tmp_path) == 12.0
+    (tmp_path / "results" / "toy" / "COMMAND").unlink()
+    quoted.numbers.cache_clear()
+    with pytest.raises(quoted.QuoteError, match="nor a COMMAND"):
+        quoted.evaluate("toy", "took_s", tmp_path)
+
+
 def test_the_command_checks_without_writing():
     done = subprocess.run([sys.executable, "scripts/quote_numbers.py", "--check"], capture_output=True, text=True,
                           cwd=quoted.ROOT, timeout=60)
