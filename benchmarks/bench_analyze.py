@@ -150,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="write the synthetic run here and keep it (default: a temporary directory)")
     p.add_argument("--master", default=None, help="Spark master (default local[*])")
+    p.add_argument("--json", action="store_true",
+                   help="at the end, print the times as one JSON line (what `scripts/record.py --numbers` keeps as "
+                        "numbers.json)")
     args = p.parse_args(argv)
 
     tmp = None
@@ -179,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
           f"warm session: {warm_s:.1f} s (spark/pandas {warm_s / pandas_s:.1f}x, spark/duckdb {warm_s / duck_s:.1f}x)")
     print(f"  overall p99 ms: summary {p99_summary:.6f}, spark {p99_spark:.6f}, pandas {p99_pandas:.6f}, "
           f"duckdb {p99_duck:.6f}")
+    if args.json:
+        print(json.dumps({"rows": rows, "spark_s": spark_s, "spark_steps": steps, "spark_warm_s": warm_s,
+                          "pandas_s": pandas_s, "duckdb_s": duck_s,
+                          "p99_ms": {"summary": p99_summary, "spark": p99_spark, "pandas": p99_pandas,
+                                     "duckdb": p99_duck}}))
     return 0
 
 

@@ -13,6 +13,7 @@ seconds over the same run (the kernel's share is mostly the first touch of fresh
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
 import sys
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=100, help="workers (default 100)")
     p.add_argument("--grouping", action="append", help="grouping, repeatable (default: kg and gedik)")
     p.add_argument("--repeat", type=int, default=3, help="runs with each page size (default 3)")
+    p.add_argument("--json", action="store_true",
+                   help="at the end, print every median as one JSON line (what `scripts/record.py --numbers` keeps as "
+                        "numbers.json)")
     args = p.parse_args(argv)
     if args.messages < 1 or args.workers < 1 or args.repeat < 1:
         p.error("--messages, --workers and --repeat must be at least 1")
@@ -64,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulator, {args.messages:,} messages over {args.workers:,} workers, 1 source, cost 0.1 ms, "
           f"median of {args.repeat} runs each way, taking turns")
     modes = {"huge pages (numpy's default)": huge_pages, "small pages (simulate's)": small_pages}
+    rows = []
     for grouping in args.grouping or ["kg", "gedik"]:
         spec = TopologySpec(grouping=grouping, engine="sim", workers=args.workers, sources=1, cost_ms=0.1)
         runs: dict[str, list] = {mode: [] for mode in modes}
@@ -74,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             wall, user, kernel = (statistics.median(t[i] for t in times) for i in range(3))
             print(f"{grouping:>6} | {mode:<29} | wall {wall:6.2f} s (runs {', '.join(f'{t[0]:.2f}' for t in times)})"
                   f" | user {user:5.2f} s | kernel {kernel:5.2f} s", flush=True)
+            rows.append({"grouping": grouping, "pages": mode.split()[0], "wall_s": wall, "user_s": user,
+                         "kernel_s": kernel})
+    if args.json:
+        print(json.dumps({"messages": args.messages, "workers": args.workers, "rows": rows}))
     return 0
 
 

@@ -2,7 +2,7 @@
 and next to the machine's raw Ray call ceiling, all measured in the same run.
 
 python benchmarks/bench_ray.py                              # pkg, 2 sources, 4 workers, 2M messages: default and
-                                                            # large buffers, then whole-process times
+                                                            # large buffers (--whole: then whole-process times)
 python benchmarks/bench_ray.py --batch-size 1000 --batch-size 16000 --grouping cg --messages 1000000
 
 Throughput counts every tuple from the sources' start to the end of the run (all acked and merged). The ceiling is
@@ -14,8 +14,10 @@ messages. `--whole` also times `run_topology.py` as a new user runs it (start, r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -65,9 +67,17 @@ def call_ceiling(batch: int, seconds: float = 2.0) -> tuple[float, float]:
     return out[0], out[1] * batch
 
 
-def bench_once(spec: TopologySpec, stream, label: str) -> float:
-    """Run one configuration on Ray, print its end-to-end figures, return its tuples/s."""
-    result = run_ray(spec, stream)
+def free_port() -> int:
+    """A TCP port nothing listens on now, for the metrics exporter."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_once(spec: TopologySpec, stream, label: str, metrics: bool = False) -> dict:
+    """Run one configuration on Ray (with Prometheus metrics exported, or none), print its end-to-end figures,
+    return them."""
+    result = run_ray(spec, stream, metrics_port=free_port() if metrics else None)
     summary, clock = result.summary, result.summary["wall_clock_s"]
     tuples, loop = summary["tuples_processed"], clock["loop"]
     facts = summary["ray"]
@@ -75,7 +85,8 @@ def bench_once(spec: TopologySpec, stream, label: str) -> float:
           f"p50 {summary['latency_ms']['p50']:7.1f} ms | {facts['sub_batches']:,} buffers | exact {summary['exact']} | "
           f"bottleneck {summary['headroom']['bottleneck']} | setup {clock['setup']:.1f} s, outputs "
           f"{clock['metrics']:.1f} s")
-    return tuples / loop
+    return {"ray_tps": tuples / loop, "ray_p50_ms": summary["latency_ms"]["p50"], "ray_exact": summary["exact"],
+            "ray_bottleneck": summary["headroom"]["bottleneck"], "ray_setup_s": clock["setup"]}
 
 
 def whole_process(engine: str, messages: int, grouping: str) -> float:
@@ -104,7 +115,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="buffer capacity in tuples; repeat to compare (default: 1000, the default, and 16000)")
     p.add_argument("--max-pending", type=int, default=16, help="credits per source-worker channel (default 16)")
     p.add_argument("--whole", action="store_true", help="also time whole run_topology.py processes on both engines")
+    p.add_argument("--metrics", action="store_true",
+                   help="also run each buffer size with Prometheus metrics exported (--metrics-port), to measure "
+                        "what the metrics cost in throughput")
+    p.add_argument("--json", action="store_true",
+                   help="at the end, print every figure as one JSON line (what `scripts/record.py --numbers` keeps as "
+                        "numbers.json)")
     args = p.parse_args(argv)
+    rows, numbers = [], {"messages": args.messages, "grouping": args.grouping, "workers": args.workers,
+                         "sources": args.sources}
     stream = load_stream(f"zipf:z={args.z},keys={args.keys},messages={args.messages},seed=7")
     import ray
 
@@ -117,19 +136,30 @@ def main(argv: list[str] | None = None) -> int:
             spec = TopologySpec(grouping=args.grouping, engine="ray", workers=args.workers, sources=args.sources,
                                 cost_ms=0.0, batch_size=batch, max_pending=args.max_pending, linger_ms=20.0,
                                 operator="wordcount")
-            tps = bench_once(spec, stream, args.grouping)
+            row = {"batch": batch, "ceiling_tps": ceiling, "empty_calls_per_s": calls,
+                   **bench_once(spec, stream, args.grouping)}
             clock = time.perf_counter()
             sim = simulate(spec.with_(engine="sim"), stream)
-            wall = time.perf_counter() - clock
-            print(f"sim {args.grouping:>6} batch {batch:>6} | {args.messages / wall:>11,.0f} tuples/s of wall time "
-                  f"| Ray = {tps / (args.messages / wall):.2f}x the simulator, {tps / ceiling:.2f}x the bare-call "
+            row["sim_tps"] = args.messages / (time.perf_counter() - clock)
+            tps = row["ray_tps"]
+            print(f"sim {args.grouping:>6} batch {batch:>6} | {row['sim_tps']:>11,.0f} tuples/s of wall time "
+                  f"| Ray = {tps / row['sim_tps']:.2f}x the simulator, {tps / ceiling:.2f}x the bare-call "
                   f"ceiling | exact {sim.summary['exact']}")
+            if args.metrics:
+                with_metrics = bench_once(spec, stream, "+metrics", metrics=True)
+                row["ray_tps_metrics"] = with_metrics["ray_tps"]
+                print(f"metrics     batch {batch:>6} | exported metrics cost "
+                      f"{1 - row['ray_tps_metrics'] / tps:.1%} of the throughput")
+            rows.append(row)
     finally:
         ray.shutdown()
     if args.whole:
         times = {engine: whole_process(engine, args.messages, args.grouping) for engine in ("sim", "ray")}
         print(f"whole process, {args.messages:,} messages: sim {times['sim']:.1f} s, ray {times['ray']:.1f} s "
               f"({times['ray'] / times['sim']:.2f}x)")
+        numbers["whole_s"] = times
+    if args.json:
+        print(json.dumps({**numbers, "rows": rows}))
     return 0
 
 
