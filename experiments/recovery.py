@@ -157,7 +157,7 @@ def ray_overload(out: Path, quick: bool) -> dict:
     summary = run_ray(spec, stream(spec.stream), chaos=events).summary
     wall = time.perf_counter() - clock
     recovery = summary["ray"]["recovery"]
-    failures = [{"actor": f["actor"], "died_s": f["died_s"], "recovery_s": f["recovery_s"]}
+    failures = [{"actor": f["actor"], "died_s": round(f["died_s"], 1), "recovery_s": f["recovery_s"]}
                 for f in recovery["failures"]]
     peaks = recovery["peak_rss_mb"]
     memory = ([{"actor": "aggregator", "peak_rss_mb": round(peaks["aggregator"])}]
