@@ -52,7 +52,7 @@ def _write(folder: Path, files: dict[str, str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     p = argparse.ArgumentParser(description=__doc__,
-                                usage="record.py [-h] [--output FILE] FOLDER -- COMMAND [ARG ...]")
+                                usage="record.py [-h] [--output FILE] [--numbers] FOLDER -- COMMAND [ARG ...]")
     p.add_argument("folder", type=Path, help="the results folder to write (created if missing)")
     p.add_argument("--output", default="output.txt",
                    help="file in FOLDER for the command's standard output (default: output.txt); its standard "
