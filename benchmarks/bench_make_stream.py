@@ -42,11 +42,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="at the end, print the times as one JSON line (what `scripts/record.py --numbers` keeps as "
                         "numbers.json)")
     args = p.parse_args(argv)
-    if args.messages < 1 or args.keys < 1:
-        p.exit(2, "bench_make_stream.py: --messages and --keys must be at least 1\n")
     from topo.data.dataset import write_dataset
+    from topo.data.streamspec import StreamError, parse_stream_spec
 
     spec = f"zipf:z={args.z},keys={args.keys},messages={args.messages},seed=0"
+    try:
+        parse_stream_spec(spec)
+    except StreamError as exc:
+        p.exit(2, f"bench_make_stream.py: {exc}\n")
     with tempfile.TemporaryDirectory() as tmp:
         write_dataset(f"zipf:z={args.z},keys={args.keys},messages=1000,seed=0", f"{tmp}/warm")  # compiled ahead
         clock = time.perf_counter()
