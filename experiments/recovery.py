@@ -157,8 +157,8 @@ def ray_overload(out: Path, quick: bool) -> dict:
     summary = run_ray(spec, stream(spec.stream), chaos=events).summary
     wall = time.perf_counter() - clock
     recovery = summary["ray"]["recovery"]
-    failures = [{"actor": f["actor"], "died_s": round(f["died_s"], 1), "recovery_s": f["recovery_s"]}
-                for f in recovery["failures"]]
+    failures = [{"actor": f["actor"], "died_s": round(f["died_s"], 1),
+                 "recovery_s": f["recovery_s"] and round(f["recovery_s"], 2)} for f in recovery["failures"]]
     peaks = recovery["peak_rss_mb"]
     memory = ([{"actor": "aggregator", "peak_rss_mb": round(peaks["aggregator"])}]
               + [{"actor": f"source {i}", "peak_rss_mb": round(p)} for i, p in enumerate(peaks["sources"])]
@@ -178,7 +178,7 @@ def ray_overload(out: Path, quick: bool) -> dict:
             f"({numbers['served_tps']:,.0f} tuples/s together), input at {OVERLOAD['rate']:,.0f} tuples/s for "
             f"{seconds:g} s ({messages:,} tuples), 2 sources, the workers in 2 processes; killed: "
             f"{', '.join(events)}. The backlog is served after the input ends.\n")
-    (out / "overload.md").write_text("## Deaths\n\n" + markdown_table(failures, digits=2)
+    (out / "overload.md").write_text("## Deaths\n\n" + markdown_table(failures, digits=4)
                                      + "\n## Peak resident memory\n\n" + markdown_table(memory)
                                      + against_paper(paper, note))
     plt = pyplot()
