@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
+from experiments.provenance import add_numbers_option  # noqa: E402
 from spark.analyze import PERCENTS, WINDOWS_PER_RUN, nice_window  # noqa: E402
 from topo.results.rundir import LATENCY_FILE, SUMMARY_FILE, TIMESERIES_FILE  # noqa: E402
 
@@ -150,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="write the synthetic run here and keep it (default: a temporary directory)")
     p.add_argument("--master", default=None, help="Spark master (default local[*])")
-    p.add_argument("--json", action="store_true",
-                   help="at the end, print the times as one JSON line (what `scripts/record.py --numbers` keeps as "
-                        "numbers.json)")
+    add_numbers_option(p, "the times")
     args = p.parse_args(argv)
 
     tmp = None

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.provenance import add_numbers_option
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -45,9 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--grouping", action="append", help="grouping, repeatable (default: cg and kg)")
     p.add_argument("--messages", type=int, default=200_000, help="messages of the stream (default 200,000)")
-    p.add_argument("--json", action="store_true",
-                   help="after the table, print every row as one JSON line (what `scripts/record.py --numbers` keeps "
-                        "as numbers.json)")
+    add_numbers_option(p, "every row")
     args = p.parse_args(argv)
     if args.messages < 1:
         p.exit(2, "bench_engines.py: --messages must be at least 1\n")

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.provenance import add_numbers_option
+
 ROOT = Path(__file__).resolve().parents[1]
 START_ONLY = "from spark.session import get_session; get_session(app='bench-make-stream').stop()"
 
@@ -38,9 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=10_000_000, help="messages of the stream (default 10,000,000)")
     p.add_argument("--z", type=float, default=1.2, help="Zipf exponent (default 1.2)")
     p.add_argument("--keys", type=int, default=100_000, help="distinct keys (default 100,000)")
-    p.add_argument("--json", action="store_true",
-                   help="at the end, print the times as one JSON line (what `scripts/record.py --numbers` keeps as "
-                        "numbers.json)")
+    add_numbers_option(p, "the times")
     args = p.parse_args(argv)
     from topo.data.dataset import write_dataset
     from topo.data.streamspec import StreamError, parse_stream_spec

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
+from experiments.provenance import add_numbers_option  # noqa: E402
 from topo.data.dataset import load_stream  # noqa: E402
 from topo.sim.pages import hugepage_switch, small_pages  # noqa: E402
 from topo.sim.simulator import Simulation  # noqa: E402
@@ -56,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=100, help="workers (default 100)")
     p.add_argument("--grouping", action="append", help="grouping, repeatable (default: kg and gedik)")
     p.add_argument("--repeat", type=int, default=3, help="runs with each page size (default 3)")
-    p.add_argument("--json", action="store_true",
-                   help="at the end, print every median as one JSON line (what `scripts/record.py --numbers` keeps as "
-                        "numbers.json)")
+    add_numbers_option(p, "every median")
     args = p.parse_args(argv)
     if args.messages < 1 or args.workers < 1 or args.repeat < 1:
         p.error("--messages, --workers and --repeat must be at least 1")

@@ -21,6 +21,7 @@ import time
 
 import psutil
 
+from experiments.provenance import add_numbers_option
 from topo.data.dataset import load_stream
 from topo.ray_engine import run_ray
 from topo.sim import simulate
@@ -86,9 +87,7 @@ def main() -> None:
     p.add_argument("--separate", action=argparse.BooleanOptionalAction, default=True,
                    help="run the separate layout too, the baseline of the ratios (default yes; at 48 x 80 it starts "
                         "about 44 processes and needs about 8 GB); without it, ratios are against the first row")
-    p.add_argument("--json", action="store_true",
-                   help="after the tables, print every row as one JSON line (what `scripts/record.py --numbers` keeps "
-                        "as numbers.json)")
+    add_numbers_option(p, "every row")
     args = p.parse_args()
     topologies = args.topology or ["2x10", "8x24", "8x64"]
     measured = {}

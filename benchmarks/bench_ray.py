@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.provenance import add_numbers_option
 from topo.data.dataset import load_stream
 from topo.ray_engine import run_ray
 from topo.ray_engine.protocol import WIRE
@@ -34,6 +34,7 @@ from topo.spec import TopologySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 8  # calls outstanding per callee while measuring the ceiling
+METRICS_PORT = 8080  # never bound: see bench_once
 
 
 class Sink:
@@ -67,17 +68,11 @@ def call_ceiling(batch: int, seconds: float = 2.0) -> tuple[float, float]:
     return out[0], out[1] * batch
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now, for the metrics exporter."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_once(spec: TopologySpec, stream, label: str, metrics: bool = False) -> dict:
     """Run one configuration on Ray (with Prometheus metrics exported, or none), print its end-to-end figures,
     return them."""
-    result = run_ray(spec, stream, metrics_port=free_port() if metrics else None)
+    # this bench's Ray is up already, which exports on its own port: a metrics port only turns the recording on
+    result = run_ray(spec, stream, metrics_port=METRICS_PORT if metrics else None)
     summary, clock = result.summary, result.summary["wall_clock_s"]
     tuples, loop = summary["tuples_processed"], clock["loop"]
     facts = summary["ray"]
@@ -118,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics", action="store_true",
                    help="also run each buffer size with Prometheus metrics exported (--metrics-port), to measure "
                         "what the metrics cost in throughput")
-    p.add_argument("--json", action="store_true",
-                   help="at the end, print every figure as one JSON line (what `scripts/record.py --numbers` keeps as "
-                        "numbers.json)")
+    add_numbers_option(p, "every figure")
     args = p.parse_args(argv)
     rows, numbers = [], {"messages": args.messages, "grouping": args.grouping, "workers": args.workers,
                          "sources": args.sources}

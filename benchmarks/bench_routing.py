@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 import groupings
+from experiments.provenance import add_numbers_option
 from groupings.reference import REFERENCE_NAMES, py_grouping
 
 
@@ -72,9 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--groupings", default=",".join(REFERENCE_NAMES), help="comma-separated names")
     parser.add_argument("--batch", type=int, default=10_000, help="batch size of time-driven groupings")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", action="store_true",
-                        help="after the table, print every row as one JSON line (what `scripts/record.py --numbers` "
-                             "keeps as numbers.json)")
+    add_numbers_option(parser, "every row")
     args = parser.parse_args(argv)
     try:
         args.workers = [int(w) for w in args.workers.split(",")]

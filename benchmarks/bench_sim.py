@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
+from experiments.provenance import add_numbers_option  # noqa: E402
 from experiments.routing import route_stream  # noqa: E402
 from topo.data.dataset import load_stream  # noqa: E402
 from topo.sim import simulate  # noqa: E402
@@ -87,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3,
                    help="runs of each case; the line gives the run of median wall time, and the fastest and slowest "
                         "walls in brackets (default 3: this machine's first touch of fresh memory varies by seconds)")
-    p.add_argument("--json", action="store_true",
-                   help="after the table, print every case's numbers as one JSON line (what `scripts/record.py "
-                        "--numbers` keeps as numbers.json)")
+    add_numbers_option(p, "every case's numbers")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error(f"--repeat must be at least 1 (got {args.repeat})")

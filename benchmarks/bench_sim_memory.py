@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without installing
 
+from experiments.provenance import add_numbers_option  # noqa: E402
 from topo.sim.queueing import LOG_ROW_BYTES  # noqa: E402  (the simulator's per-tuple log in memory, bytes)
 
 
@@ -32,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1000, help="workers (default 1,000)")
     p.add_argument("--grouping", default="cg", help="grouping (default cg)")
     p.add_argument("--keys", type=int, default=1_000_000, help="distinct keys of the Zipf stream (default 1,000,000)")
-    p.add_argument("--json", action="store_true",
-                   help="after the report, print its numbers as one JSON line (what `scripts/record.py --numbers` "
-                        "keeps as numbers.json)")
+    add_numbers_option(p, "its numbers")
     args = p.parse_args(argv)
     if args.messages < 1 or args.workers < 1 or args.keys < 1:
         p.exit(2, "bench_sim_memory.py: --messages, --workers and --keys must be at least 1\n")

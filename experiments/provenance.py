@@ -16,6 +16,7 @@ import math
 import os
 import shlex
 import subprocess
+from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,14 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICK_DIR = ROOT / "results" / "quick"
 REL_TOL = 1e-9
 SHOWN = 5  # differences listed per experiment at most
+
+
+def add_numbers_option(parser: ArgumentParser, what: str) -> None:
+    """A benchmark's `--json`: it prints `what` as its last line, one JSON object, which `scripts/record.py
+    --numbers` keeps as numbers.json for the docs to quote."""
+    parser.add_argument("--json", action="store_true",
+                        help=f"at the end, print {what} as one JSON line (what `scripts/record.py --numbers` keeps as "
+                             "numbers.json)")
 
 
 def commit() -> str:
