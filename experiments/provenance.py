@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 from argparse import ArgumentParser
@@ -66,6 +67,15 @@ def ran_text(argv: list[str], seconds: float, at: str | None = None) -> str:
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (f"{shlex.join(argv)}\n# at commit {at or commit()} on {when}; took {seconds:.0f} s wall on a "
             f"{os.cpu_count()}-core machine\n")
+
+
+TOOK = re.compile(r"took (\d+(?:\.\d+)?) s wall")  # the wall time as `ran_text` writes it
+
+
+def took_seconds(text: str) -> float | None:
+    """The wall seconds a `COMMAND` file's text records (None if it records none)."""
+    found = TOOK.search(text)
+    return float(found[1]) if found else None
 
 
 def normalized(numbers: dict) -> Any:

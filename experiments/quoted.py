@@ -23,6 +23,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from experiments.provenance import took_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/*.md")
 # the number (digits, separators, a decimal part, an exponent) right before a marker, and the marker itself
@@ -51,19 +53,16 @@ class QuoteError(ValueError):
     """A marker that names no experiment, or whose expression does not evaluate."""
 
 
-TOOK = re.compile(r"took ([\d.]+) s wall")
-
-
 @cache
 def numbers(name: str, root: Path = ROOT) -> tuple[dict, float | None]:
     """What a marker naming `name` sees: its numbers.json ({} if the folder has only a COMMAND), and the run's wall
     seconds from its COMMAND (None if it has none)."""
     folder = root / "results" / name
     path, command = folder / "numbers.json", folder / "COMMAND"
-    found = TOOK.search(command.read_text()) if command.exists() else None
-    if not path.exists() and found is None:
+    took = took_seconds(command.read_text()) if command.exists() else None
+    if not path.exists() and took is None:
         raise QuoteError(f"no {path.relative_to(root)} (nor a COMMAND with its wall time) for a quoted number")
-    return (json.loads(path.read_text()) if path.exists() else {}), (float(found[1]) if found else None)
+    return (json.loads(path.read_text()) if path.exists() else {}), took
 
 
 def value(name: str, expr: str, fmt: str, root: Path = ROOT) -> str:
