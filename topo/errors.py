@@ -17,6 +17,12 @@ class RunFailed(RuntimeError):
     """A run that started could not finish (an actor died and did not come back); one line saying which and when."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line of text (its type's name if it has none): what a one-line error quotes."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 @contextmanager
 def stderr_to(path: str) -> Iterator[None]:
     """Point file descriptor 2 at `path` for the block (a JVM started meanwhile keeps writing its console there; Ray's

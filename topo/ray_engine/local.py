@@ -15,7 +15,7 @@ import threading
 
 import ray
 
-from topo.errors import mute_native_stderr, stderr_to
+from topo.errors import first_line, mute_native_stderr, stderr_to
 from topo.spec import SpecError
 
 QUIET = {"logging_level": logging.ERROR, "log_to_driver": False}
@@ -37,7 +37,7 @@ def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         try:
             target = canonicalize_bootstrap_address_or_die(target)
         except (ValueError, ConnectionError) as exc:
-            raise SpecError(f"--address {address}: {_first_line(exc)}") from None
+            raise SpecError(f"--address {address}: {first_line(exc)}") from None
     host, colon, port = target.rpartition(":")
     if not colon or not host or not port.isdigit():
         raise SpecError(f"--address {address}: expected HOST:PORT, ray://HOST:PORT, auto or local")
@@ -63,13 +63,8 @@ def _gcs_silent(target: str, timeout_s: float) -> str | None:
             InnerGcsClient.standalone(target, None, int(timeout_s * 1000))
     except Exception as exc:  # whatever the RPC layer raises, the answer is no
         mute_native_stderr()  # its threads log their shutdown at exit
-        return _first_line(exc)
+        return first_line(exc)
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class Session:
@@ -92,7 +87,7 @@ class Joined(Session):
         try:
             ray.init(address=address, **QUIET)
         except ConnectionError as exc:  # it answered the check, then went away, or is not a Ray that takes us
-            raise SpecError(f"--address {address}: could not join the Ray cluster ({_first_line(exc)})") from None
+            raise SpecError(f"--address {address}: could not join the Ray cluster ({first_line(exc)})") from None
 
     def release(self) -> None:
         ray.shutdown()
