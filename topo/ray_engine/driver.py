@@ -20,12 +20,14 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 import groupings
 from topo.chaos import check_events, label, resolve_any
+from topo.errors import RunFailed
 from topo.ray_engine import local
 from topo.ray_engine.actors import Run, check_placement
 from topo.ray_engine.dilation import shrink, stretch, stretch_events
 from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
+from topo.ray_engine.mortal import until_back
 from topo.ray_engine.outputs import Collected, build_result
-from topo.ray_engine.watch import POLL_S, Watch, final_result
+from topo.ray_engine.watch import POLL_S, RECOVERY_TIMEOUT_S, Watch, final_result
 from topo.ray_engine.work_cgroup import cgroup_quota_possible
 from topo.ray_engine.worker import DEFAULT_FLUSH_S
 from topo.results.metrics import RunResult
@@ -184,6 +186,7 @@ def _drive(spec, run: Run, events, progress, address, work,
         world.apply_due(now, emitted)
         if progress is not None:
             progress(emitted)
+        watch.check_stalls(spec.aggregate_every_s or DEFAULT_FLUSH_S)
         if driver_metrics is not None and (served := _served(run)) is not None:
             driver_metrics.served(time.time(), served, world.active_history[-1][1])
     for action, target, at in todo:
@@ -195,9 +198,9 @@ def _drive(spec, run: Run, events, progress, address, work,
     watch.finish()
     if run.control is not None:
         # a step may have pushed a version after a source finished: report what each source holds at the end
-        for report, stats in zip(sources, ray.get([s.grouping_stats.remote() for s in run.sources]), strict=True):
+        for report, stats in zip(sources, _answers([s.grouping_stats for s in run.sources]), strict=True):
             report["grouping_stats"] = stats
-    workers = ray.get([w.report.remote() for w in run.workers])
+    workers = _answers([w.report for w in run.workers])  # a worker process killed late may be restarting still
     state, log, agg = final_result(run)
     collected = Collected(
         t0=t0, state=state, log=log, aggregator=agg, sources=sources, workers=workers, control=watch.control,
@@ -210,6 +213,13 @@ def _drive(spec, run: Run, events, progress, address, work,
                "checkpoint_every_s": spec.checkpoint_every_s},
     )
     return collected, loop_s
+
+
+def _answers(methods: list) -> list:
+    """Each actor method's answer, asked again while one of the actors is down (Ray restarting it)."""
+    return until_back(lambda: ray.get([m.remote() for m in methods], timeout=RECOVERY_TIMEOUT_S),
+                      lambda: RunFailed(f"an actor did not answer its report within {RECOVERY_TIMEOUT_S:g} s"),
+                      RECOVERY_TIMEOUT_S, (RayActorError, GetTimeoutError))
 
 
 def _emitted(run: Run) -> int:

@@ -69,7 +69,10 @@ class Named:
     @property
     def handle(self) -> Any:
         if self._handle is None:
-            self._handle = ray.get_actor(self.name)
+            try:
+                self._handle = ray.get_actor(self.name)
+            except ValueError:  # no actor of that name: it died for good, which its callers take as any death
+                raise RayActorError(error_msg=f"the actor {self.name} is gone for good") from None
         return self._handle
 
     def __getstate__(self) -> dict:

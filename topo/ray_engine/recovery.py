@@ -4,7 +4,10 @@ A worker that died may have lost the buffers it held: once it is up, the source 
 committed meanwhile and re-sends the rest with the same batch ids. After the aggregator restored a checkpoint, the
 driver rewinds every source: what was acked before the rewind and is not committed is re-sent. A source that died
 itself resumes like a Kafka consumer: it fences and flushes every worker, then routes the input positions not
-committed, in order, with their original arrival times. Every re-send is counted by its cause.
+committed, in order, with their original arrival times. Every re-send is counted by its cause. At the end, the
+source drains: it waits for every answer and flushes the workers until every batch it sent is committed. A source
+that owes acks and hears nothing asks its workers whether they restarted unseen (`_probe`), and tells the driver
+how long it has been silent (`stalled`), which fails a run stuck for good rather than wait forever.
 """
 
 from __future__ import annotations
@@ -19,10 +22,44 @@ from topo.ray_engine.mortal import until_back
 
 PENDING, ACKED, FAILED = "pending", "acked", "failed"
 RECOVERY_TIMEOUT_S = 120.0  # how long a source waits for a crashed worker or aggregator to come back
+PROBE_S = 2.0  # a source that owes acks and has heard nothing this long asks its workers whether they restarted
 
 
 class Recovery:
     """The source's recovery: needs its replay buffer (`_buffer`), `_send`, `_commit`, `_release` and counters."""
+
+    def _silent(self) -> bool:
+        """Whether the source waits for acks, has heard nothing for `PROBE_S`, and has not asked since."""
+        now = time.time()
+        return now >= self._probe_at and now - self.news_at >= PROBE_S and any(self._pending.values())
+
+    def _probe(self) -> None:
+        """A worker process that died while this source's poll was on its way to it answers that poll from its
+        next incarnation, which never got the buffers the dead one lost, and no error tells the source. So a
+        silent source asks each worker it waits on for its incarnation: what a newer one than the source last
+        heard from has not accepted is lost with the old one, and is recovered like the buffers of a failed poll."""
+        self._probe_at = time.time() + PROBE_S
+        owed: dict[int, list[int]] = {}
+        for waiting in self._pending.values():
+            for w, b in waiting:
+                owed.setdefault(w, []).append(b)
+        asked = {w: self.workers[w].hello.remote(self.index, ids) for w, ids in owed.items()}
+        for w, ref in asked.items():
+            try:
+                incarnation, held = ray.get(ref, timeout=PROBE_S)
+            except (RayActorError, GetTimeoutError):
+                continue  # down now: the poll fails, or the next probe asks again
+            if incarnation <= max(self._incarnation[w], 0):
+                continue  # the incarnation the buffers went to: they are queued, their acks will come
+            waiting = self._pending[self.workers[w].host_index]
+            held = set(held)
+            for b in owed[w]:
+                entry = None if b in held else waiting.pop((w, b), None)
+                if entry is not None:
+                    entry.state = FAILED
+                    self._in_flight[w] -= 1
+                    self.count.failures += 1
+            self._suspects.add(w)
 
     def _recover_suspects(self) -> None:
         while self._suspects:
@@ -121,3 +158,42 @@ class Recovery:
 
     def _hello(self, w: int, batch_ids: list[int]) -> tuple[int, list[int]]:
         return self._until_up(w, lambda: self.workers[w].hello.remote(self.index, batch_ids))
+
+    # --- the end, and a source that hears nothing
+
+    def _drain(self) -> None:
+        """Wait for every answer, then flush the workers until the aggregator has merged every batch sent."""
+        while self._buffer:
+            while refs := self._all_inflight():
+                self._wait(refs, PROBE_S)
+                if self._silent():
+                    self._probe()
+                self._recover_suspects()
+                self._take_rewinds()
+            owed = sorted({e.worker for e in self._buffer.values()})
+            for w in owed:
+                try:
+                    self._commit(ray.get(self.workers[w].flush_now.remote(self.index)))
+                except RayActorError:
+                    self._suspects.add(w)
+            self._recover_suspects()
+            self._take_rewinds()
+            if self._all_inflight():
+                continue
+            left = list(self._buffer)
+            self._commit(self._ask("committed", self.index, left))
+            for entry in list(self._buffer.values()):
+                if entry.state == ACKED:  # acked, then flushed, yet not merged: the flush was refused
+                    self.count.lost_flushes += 1
+                    entry.state = FAILED
+                    self._suspects.add(entry.worker)
+            self._recover_suspects()
+
+    def stalled(self) -> dict:
+        """Seconds since this source last heard an ack or a commit or routed a tuple, while it holds buffers or
+        waits for credit (0 while it waits only for its input), and the workers its buffers wait on."""
+        entries = list(self._buffer.values())
+        with self._lock:
+            waiting = bool(entries) or self.node.waits_for_acks()
+        return {"idle_s": time.time() - self.news_at if waiting else 0.0, "batches": len(entries),
+                "workers": sorted({e.worker for e in entries})}

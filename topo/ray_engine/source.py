@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import ray
-from ray.exceptions import RayActorError
 
 import groupings
 from topo.model import Buffer, SourceNode
@@ -44,7 +42,7 @@ from topo.ray_engine.links import Links
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal, Named
 from topo.ray_engine.protocol import WIRE, tag
-from topo.ray_engine.recovery import ACKED, FAILED, PENDING, Recovery
+from topo.ray_engine.recovery import ACKED, PENDING, PROBE_S, Recovery
 from topo.ray_engine.scheduler import HAND_BACK
 from topo.ray_engine.topic import read_share
 from topo.spec import TopologySpec
@@ -138,6 +136,8 @@ class Source(Links, Recovery, Mortal):
         self._ticks_s = 0.0  # time the driving scheduler spent on this source since it took its loop
         self.waited_s = 0.0  # time the loop spent waiting for input, deadlines or answers (the rest it was busy)
         self.loop_s = self.loop_busy_s = 0.0
+        self.news_at = time.time()  # the last ack, commit or tuple routed (a source long without any is stuck)
+        self._probe_at = 0.0  # a silent source asks its workers whether they restarted, not before this
 
     def _grouping(self) -> tuple[Any, Any]:
         """(controller, grouping) as the run starts; strategies with a controller route with a replica of it,
@@ -177,6 +177,7 @@ class Source(Links, Recovery, Mortal):
         """Emit this source's share of the stream from `t0` on; return once all of it is committed. A restarted
         source resumes after what is committed, routing with the controller's `replica` if it has one."""
         self.t0 = t0
+        self.news_at = time.time()
         self.epoch = self._ask("register_source", self.index)
         if replica is not None:
             self.install(replica)
@@ -188,6 +189,8 @@ class Source(Links, Recovery, Mortal):
         scheduler = self.local[0].scheduler if self.local is not None else None
         while not self.node.done:
             self._poll()
+            if self._silent():
+                self._probe()
             self._recover_suspects()
             self._take_rewinds()
             if scheduler is not None and not self._suspects:
@@ -204,7 +207,7 @@ class Source(Links, Recovery, Mortal):
             wake = self._wake
             hungry = wake is None or self._suspects or self.node.waits_for_acks()
             self._wait(self._all_inflight() if hungry else [],
-                       None if wake is None else max(0.0, t0 + wake - time.time()))
+                       PROBE_S if wake is None else min(PROBE_S, max(0.0, t0 + wake - time.time())))
         self.loop_s = time.perf_counter() - started
         self.loop_busy_s = self.loop_s - self.waited_s  # what the drain waits for is not the loop's
         self._drain()
@@ -226,14 +229,16 @@ class Source(Links, Recovery, Mortal):
                 self._fresh.append(self.keys[before : node.routed])
             self._wake = node.next_wakeup(now)
         if out:
+            self.news_at = self.t0 + now
             self._send(self._entries(out))
         self.count.emitted = node.routed
         if self.metrics is not None and out:
             self._record(sum(len(b.index) for b in out))
 
-    def tick(self) -> float | None:
+    def tick(self) -> float:
         """One pass of the loop on the driving scheduler's thread: take the acks, step if due. The next deadline
-        (perf_counter seconds; None: when acks come), or `HAND_BACK` when the source needs its own thread."""
+        (perf_counter seconds; `PROBE_S` from now at the latest, to see whether it is silent), or `HAND_BACK` when the
+        source needs its own thread."""
         clock = time.perf_counter()
         wall = time.time()
         self._take_acks(self.local[1], self.local[0].take(self.index), wall)
@@ -242,11 +247,12 @@ class Source(Links, Recovery, Mortal):
             self._step(wall - self.t0)
         done = time.perf_counter()
         self._ticks_s += done - clock
-        if self._suspects or self._rewinds or self.node.done:
+        if self._suspects or self._rewinds or self.node.done or self._silent():
             return HAND_BACK
         if self._kick:
             return done  # an ack let a buffer out meanwhile
-        return None if self._wake is None else self.t0 + self._wake - wall + clock
+        probe = clock + PROBE_S  # woken to look again after a silence, at the latest (it probes on its own thread)
+        return probe if self._wake is None else min(probe, self.t0 + self._wake - wall + clock)
 
     def _record(self, emitted: int) -> None:
         """Export a step's metrics: tuples sent, buffers in flight, now and then the virtual workers (cg)."""
@@ -281,6 +287,7 @@ class Source(Links, Recovery, Mortal):
         if ack.source != self.index:
             self.count.foreign_acks += 1
         entry.state, entry.incarnation, entry.acked_s = ACKED, ack.incarnation, landed
+        self.news_at = landed
         self.count.acks += 1
         if ack.signal:
             self.count.signals["increase" if ack.signal > 0 else "decrease"] += 1
@@ -309,38 +316,13 @@ class Source(Links, Recovery, Mortal):
         for b in batch_ids.tolist() if isinstance(batch_ids, np.ndarray) else batch_ids:
             entry = self._buffer.pop(b, None)
             if entry is not None:
+                self.news_at = time.time()
                 if entry.credit:  # (acked, it gave its credit back already)
                     self._release(entry)
                 self._batch_rows.extend((b, entry.worker, len(entry.tuples), entry.sent_s - self.t0,
                                          entry.acked_s - self.t0, entry.sends))
 
     # --- the end
-
-    def _drain(self) -> None:
-        """Wait for every answer, then flush the workers until the aggregator has merged every batch sent."""
-        while self._buffer:
-            while refs := self._all_inflight():
-                self._wait(refs)
-                self._recover_suspects()
-                self._take_rewinds()
-            owed = sorted({e.worker for e in self._buffer.values()})
-            for w in owed:
-                try:
-                    self._commit(ray.get(self.workers[w].flush_now.remote(self.index)))
-                except RayActorError:
-                    self._suspects.add(w)
-            self._recover_suspects()
-            self._take_rewinds()
-            if self._all_inflight():
-                continue
-            left = list(self._buffer)
-            self._commit(self._ask("committed", self.index, left))
-            for entry in list(self._buffer.values()):
-                if entry.state == ACKED:  # acked, then flushed, yet not merged: the flush was refused
-                    self.count.lost_flushes += 1
-                    entry.state = FAILED
-                    self._suspects.add(entry.worker)
-            self._recover_suspects()
 
     def _report(self) -> dict:
         with self._lock:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import time
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from topo.chaos import KILL_AGGREGATOR, KILL_CONTROLLER, KILL_SOURCE, label
-from topo.errors import RunFailed
+from topo.errors import RunFailed, first_line
 from topo.ray_engine.mortal import until_back
 
 RECOVERY_TIMEOUT_S = 120.0  # an actor that died and does not answer again within this fails the run
 POLL_S = 0.2  # the driver looks at progress, chaos, deaths and recoveries this often
+STALL_S = 180.0  # a source that holds buffers and hears nothing this long (beyond any recovery's wait) is stuck
+STALL_LOOK_S = 5.0  # the driver asks the sources whether they are stuck this often
 
 
 class Watch:
@@ -37,6 +39,8 @@ class Watch:
         self.reports: dict[int, dict] = {}  # source -> its report, once it ended
         self.failures: list[dict] = []
         self.control: dict | None = None
+        self._stall_look = time.time() + STALL_LOOK_S
+        self._silent: dict[int, float] = {}  # source -> since when it has not answered whether it is stuck
 
     def refs(self) -> list:
         alive = [] if self.alive is None else [self.alive]
@@ -59,6 +63,8 @@ class Watch:
                 del self.calls[(action, target)]
                 self._died(action, target)
                 continue
+            except RayTaskError as exc:  # it raised: the run cannot end exact, so it ends with the reason
+                raise RunFailed(f"the {label(action, target)} failed: {first_line(exc.cause)}") from None
             del self.calls[(action, target)]
             if action == KILL_SOURCE:
                 self.reports[target] = value
@@ -77,6 +83,39 @@ class Watch:
         for key, row in list(self.restarting.items()):
             if row["ref"] in ready or time.time() >= row["retry_at"]:
                 self._poke(key, row)
+
+    def check_stalls(self, flush_s: float) -> None:
+        """Fail the run, rather than wait forever, if a running source has held buffers (or waited for credit)
+        without hearing an ack or a commit, or has not answered, for `STALL_S` (or three flush periods of `flush_s`
+        seconds, the longest a commit may take), while no actor is down."""
+        limit_s = max(STALL_S, 3 * flush_s)
+        now = time.time()
+        if now < self._stall_look:
+            return
+        self._stall_look = now + STALL_LOOK_S
+        if self.restarting:  # a recovery under way has its own deadline
+            self._silent.clear()
+            return
+        running = [i for i in range(len(self.run.sources)) if (KILL_SOURCE, i) in self.calls]
+        refs = {i: self.run.sources[i].stalled.remote() for i in running}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=POLL_S)
+        for i, ref in refs.items():
+            try:
+                info = ray.get(ref) if ref in ready else None
+            except RayActorError:
+                info = None  # died: its run's call tells the watch
+            if info is None:
+                since = self._silent.setdefault(i, now)
+                if now - since > limit_s:
+                    raise RunFailed(f"the run is stuck: source {i} has not answered for {now - since:.0f} s (a fault "
+                                    "of the engine, not of the grouping)")
+                continue
+            self._silent.pop(i, None)
+            if info["idle_s"] > limit_s:
+                owed = ", ".join(map(str, info["workers"])) or "none"
+                raise RunFailed(f"the run is stuck: source {i} has heard no ack or commit for {info['idle_s']:.0f} s "
+                                f"while it holds {info['batches']} buffers (of workers {owed}); a fault of the "
+                                "engine, not of the grouping")
 
     def settle(self) -> None:
         """Once the sources have ended: look once more whether the aggregator died since the last look (a death
@@ -116,18 +155,23 @@ class Watch:
             if time.time() >= row["retry_at"]:
                 row["ref"], row["retry_at"] = handle.ready.remote(), time.time() + 1.0
             return
-        del self.restarting[key]
         failure = {k: row[k] for k in ("actor", "detected_s")}
         failure["back_s"] = time.time() - self.t0
         run = self.run
-        if action == KILL_SOURCE:
-            replica = ray.get(run.control.replica.remote()) if run.control is not None else None
-            handle.resize.remote(run.active)  # before its run: the restarted source routes over today's workers
-            self.calls[key] = handle.run.remote(self.t0, replica)
-        elif action == KILL_CONTROLLER:
-            self.calls[key] = handle.run.remote(self.t0)
-        else:
-            failure.update(self._rewind())
+        try:
+            if action == KILL_SOURCE:
+                # the restarted source routes with the controller's version: one that is down too is waited for
+                replica = ray.get(run.control.replica.remote(), timeout=POLL_S) if run.control is not None else None
+                handle.resize.remote(run.active)  # before its run: the restarted source routes over today's workers
+                self.calls[key] = handle.run.remote(self.t0, replica)
+            elif action == KILL_CONTROLLER:
+                self.calls[key] = handle.run.remote(self.t0)
+            else:
+                failure.update(self._rewind())
+        except (RayActorError, GetTimeoutError):  # an actor it needs died (again) meanwhile: try again a little later
+            row["ref"], row["retry_at"] = handle.ready.remote(), time.time() + POLL_S
+            return
+        del self.restarting[key]
         self.failures.append(failure)
 
     def _rewind(self) -> dict:
@@ -135,7 +179,7 @@ class Watch:
         what it holds, the aggregator checkpoints it, and every source re-sends what was acked before and is
         still not committed."""
         run = self.run
-        info = ray.get(run.aggregator.alive.remote())
+        info = ray.get(run.aggregator.alive.remote(), timeout=RECOVERY_TIMEOUT_S)
         self.starts = info["starts"]
         cut = time.time()
         for ref in [w.flush_now.remote(-1) for w in run.workers]:
@@ -143,7 +187,7 @@ class Watch:
                 ray.get(ref, timeout=30.0)
             except (RayActorError, GetTimeoutError):
                 pass  # a worker down too: its sources replay what it held
-        ray.get(run.aggregator.checkpoint_now.remote())
+        ray.get(run.aggregator.checkpoint_now.remote(), timeout=RECOVERY_TIMEOUT_S)
         for i, source in enumerate(run.sources):
             if i not in self.reports:
                 source.rewind.remote(cut)
