@@ -125,15 +125,20 @@ class Links:
         except (RayActorError, WireLost):
             # the process died: every buffer it owed an ack may be lost
             for entry in waiting.values():
-                entry.state = FAILED
-                self._in_flight[entry.worker] -= 1
-                self.count.failures += 1
-                self._suspects.add(entry.worker)
+                self._lost(entry)
             waiting.clear()
             return
         self._take_acks(h, acks, getattr(poll, "landed", None) or time.time())
         if again:
             self._polls[h] = self._long_poll(h)
+
+    def _lost(self, entry) -> None:
+        """A buffer sent and taken off its process's waiting list, whose ack will never come: its worker is
+        suspect, and its recovery re-sends the buffer unless the worker holds it."""
+        entry.state = FAILED
+        self._in_flight[entry.worker] -= 1
+        self.count.failures += 1
+        self._suspects.add(entry.worker)
 
     def _take_acks(self, h: int, acks: list, landed: float) -> None:
         """Feed process h's acks, landed at `landed` (time.time()), to the node."""

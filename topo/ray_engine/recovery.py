@@ -56,10 +56,8 @@ class Recovery:
             for b in owed[w]:
                 entry = None if b in held else waiting.pop((w, b), None)
                 if entry is not None:
-                    entry.state = FAILED
-                    self._in_flight[w] -= 1
-                    self.count.failures += 1
-            self._suspects.add(w)
+                    self._lost(entry)
+            self._suspects.add(w)  # (also when it holds them all: its recovery notes the new incarnation)
 
     def _recover_suspects(self) -> None:
         while self._suspects:

@@ -313,14 +313,16 @@ class Source(Links, Recovery, Mortal):
 
     def _commit(self, batch_ids) -> None:
         """The aggregator merged these batches: forget them."""
+        before = len(self._buffer)
         for b in batch_ids.tolist() if isinstance(batch_ids, np.ndarray) else batch_ids:
             entry = self._buffer.pop(b, None)
             if entry is not None:
-                self.news_at = time.time()
                 if entry.credit:  # (acked, it gave its credit back already)
                     self._release(entry)
                 self._batch_rows.extend((b, entry.worker, len(entry.tuples), entry.sent_s - self.t0,
                                          entry.acked_s - self.t0, entry.sends))
+        if len(self._buffer) < before:
+            self.news_at = time.time()
 
     # --- the end
 

@@ -40,7 +40,7 @@ class Watch:
         self.failures: list[dict] = []
         self.control: dict | None = None
         self._stall_look = time.time() + STALL_LOOK_S
-        self._silent: dict[int, float] = {}  # source -> since when it has not answered whether it is stuck
+        self._unanswered: dict[int, float] = {}  # source -> since when it has not answered whether it is stuck
 
     def refs(self) -> list:
         alive = [] if self.alive is None else [self.alive]
@@ -88,14 +88,14 @@ class Watch:
         """Fail the run, rather than wait forever, if a running source has held buffers (or waited for credit)
         without hearing an ack or a commit, or has not answered, for `STALL_S` (or three flush periods of `flush_s`
         seconds, the longest a commit may take), while no actor is down."""
-        limit_s = max(STALL_S, 3 * flush_s)
         now = time.time()
         if now < self._stall_look:
             return
         self._stall_look = now + STALL_LOOK_S
         if self.restarting:  # a recovery under way has its own deadline
-            self._silent.clear()
+            self._unanswered.clear()
             return
+        limit_s = max(STALL_S, 3 * flush_s)
         running = [i for i in range(len(self.run.sources)) if (KILL_SOURCE, i) in self.calls]
         refs = {i: self.run.sources[i].stalled.remote() for i in running}
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=POLL_S)
@@ -105,12 +105,12 @@ class Watch:
             except RayActorError:
                 info = None  # died: its run's call tells the watch
             if info is None:
-                since = self._silent.setdefault(i, now)
+                since = self._unanswered.setdefault(i, now)
                 if now - since > limit_s:
                     raise RunFailed(f"the run is stuck: source {i} has not answered for {now - since:.0f} s (a fault "
                                     "of the engine, not of the grouping)")
                 continue
-            self._silent.pop(i, None)
+            self._unanswered.pop(i, None)
             if info["idle_s"] > limit_s:
                 owed = ", ".join(map(str, info["workers"])) or "none"
                 raise RunFailed(f"the run is stuck: source {i} has heard no ack or commit for {info['idle_s']:.0f} s "
