@@ -140,13 +140,32 @@ def _fiedler_order(graph: np.ndarray) -> np.ndarray:
             members = np.flatnonzero(label == piece)
             order.append(members[_fiedler_order(graph[np.ix_(members, members)])])
         return np.concatenate(order)
-    laplacian = np.diag(graph.sum(axis=1)) - graph
-    # dense LAPACK, never ARPACK: where the second eigenvalue is repeated (one-to-one pairs give such graphs) any
-    # vector of its eigenspace is a Fiedler vector, and ARPACK's hidden random state picked another one each call
-    fiedler = np.linalg.eigh(laplacian)[1][:, 1]
-    if fiedler[np.argmax(np.abs(fiedler))] < 0:  # the sign of an eigenvector is arbitrary: fix it
-        fiedler = -fiedler
-    return np.lexsort((np.arange(n), np.round(fiedler, 12)))
+    fiedler = _fiedler_vector(np.diag(graph.sum(axis=1)) - graph)
+    # ranks from values rounded well above the BLAS kernels' last bits, ties by vertex number
+    return np.lexsort((np.arange(n), np.round(fiedler / np.abs(fiedler).max(), 9)))
+
+
+EIGENSPACE_TOL = 1e-7  # eigenvalues this close (relative to the largest) span one Fiedler eigenspace
+_REFERENCE_SEED = 20160901  # the fixed direction projected onto that eigenspace (any seed would do; one for all)
+
+
+def _fiedler_vector(laplacian: np.ndarray) -> np.ndarray:
+    """A Fiedler vector that depends on the Laplacian alone, not on the LAPACK kernel that computed it.
+
+    Where the second eigenvalue is repeated (one-to-one pairs give such graphs), any vector of its eigenspace is a
+    Fiedler vector, and the basis LAPACK returns differs between OpenBLAS kernels, that is between machines (ARPACK's
+    hidden random state differed even between calls). The projection of one fixed direction onto the whole
+    eigenspace does not depend on its basis, nor on the eigenvectors' signs.
+    """
+    values, vectors = np.linalg.eigh(laplacian)
+    n = values.size
+    tol = EIGENSPACE_TOL * max(abs(values[-1]), 1.0)
+    space = vectors[:, 1 : 1 + int(np.count_nonzero(values[1:] - values[1] <= tol))]
+    reference = np.random.default_rng(_REFERENCE_SEED).standard_normal(n)
+    fiedler = space @ (space.T @ reference)
+    if not np.abs(fiedler).max() > 1e-9 * np.linalg.norm(reference):  # the direction missed the space: basis order
+        fiedler = space[:, 0] * np.sign(space[np.argmax(np.abs(space[:, 0])), 0])
+    return fiedler
 
 
 def plan_collocation(

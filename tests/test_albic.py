@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -203,6 +208,61 @@ def test_balanced_partition_is_the_same_every_call_where_the_fiedler_value_repea
     labels = [balanced_partition(graph, np.ones(2 * upstream), 10) for _ in range(4)]
     assert all((lab == labels[0]).all() for lab in labels)
     assert np.bincount(labels[0]).tolist() == [20] * 10
+
+
+def _one_to_one_graph(upstream: int = 100) -> np.ndarray:
+    out = np.full((upstream, upstream), 0.01)
+    out[np.arange(upstream // 2), np.arange(upstream // 2)] = 1.0
+    return traffic_graph(out)
+
+
+def test_balanced_partition_does_not_depend_on_the_eigenbasis_lapack_returns(monkeypatch):
+    # another OpenBLAS kernel (another machine) returns another basis of the repeated Fiedler eigenspace, and other
+    # signs: the partition must not change. Rotate the basis within that eigenspace and flip every sign.
+    graph = _one_to_one_graph()
+    first = balanced_partition(graph, np.ones(graph.shape[0]), 10)
+    eigh = np.linalg.eigh
+    rng = np.random.default_rng(5)
+
+    def other_kernel(matrix):
+        values, vectors = eigh(matrix)
+        vectors = -vectors
+        space = 1 + np.flatnonzero(np.abs(values[1:] - values[1]) < 1e-9 * values[-1])  # never the constant one
+        if space.size > 1:
+            rotation = np.linalg.qr(rng.standard_normal((space.size, space.size)))[0]
+            vectors[:, space] = vectors[:, space] @ rotation
+        return values, vectors
+
+    monkeypatch.setattr(np.linalg, "eigh", other_kernel)
+    assert (balanced_partition(graph, np.ones(graph.shape[0]), 10) == first).all()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+COLA_BY_KERNEL = """
+import hashlib, numpy as np
+from experiments.albic_chain import MEAN_NODE, one_to_one, spread
+from groupings import collocation
+rng = np.random.default_rng(3)
+out = one_to_one(200, 0.5, rng)
+loads = MEAN_NODE * 20 / 400 * (1.0 + rng.uniform(-0.05, 0.05, 400))
+plan, _ = collocation.cola(out, spread(400, 20, rng), loads, np.ones(20, bool), np.zeros(20, bool))
+print(hashlib.sha256(plan.tobytes()).hexdigest())
+"""
+
+
+def test_cola_gives_the_same_plan_on_every_openblas_kernel():
+    # OpenBLAS picks its kernel by CPU; OPENBLAS_CORETYPE picks one by hand, so one machine stands in for others
+    # (Prescott runs on every x86-64 CPU; elsewhere the variable is ignored and the two runs agree trivially)
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        pytest.skip("this machine chooses its OpenBLAS kernel itself (OPENBLAS_CORETYPE is set)")
+    plans = set()
+    for kernel in ("", "Prescott"):
+        env = dict(os.environ, **({"OPENBLAS_CORETYPE": kernel} if kernel else {}))
+        done = subprocess.run([sys.executable, "-c", COLA_BY_KERNEL], env=env, capture_output=True, text=True,
+                              timeout=300, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        plans.add(done.stdout.strip())
+    assert len(plans) == 1
 
 
 def test_collocated_set_over_max_pl_is_split_into_parts():
