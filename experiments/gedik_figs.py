@@ -113,6 +113,37 @@ def _yes(ok: bool) -> str:
     return "yes" if ok else "no"
 
 
+# --- the notes' words, chosen from the numbers they compare ----------------------------------------------------------
+
+
+def than(a: float, b: float, more: str, less: str, same: str, digits: int = 2) -> str:
+    """`more` if `a` > `b`, `less` if below, `same` if the two print alike to `digits` decimals: a note's comparison
+    word follows the numbers it shows."""
+    if f"{a:.{digits}f}" == f"{b:.{digits}f}":
+        return same
+    return more if a > b else less
+
+
+def span(values: list[float] | tuple[float, ...], fmt: str = ".2f", sep: str = "-") -> str:
+    """`lo-hi` of `values` (one number if both print alike); `sep` " to " suits signed numbers."""
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}{sep}{hi}"
+
+
+def uniform_fit(means: list[float], top: int) -> tuple[str, str]:
+    """Which per-step law uniform hashing's relative migration fits, from its means over the growth steps N = 2..top:
+    m = N / 2 (a multiply-shift hash moves half of the keys when the N-th channel joins) averages (top + 2) / 4 over
+    the steps, m = N - 1 (a modulo hash moves (N - 1) / N of them) top / 2. Returns the nearer law and a clause that
+    states the means, the slope c of m = c N fitted to them and the two laws' means."""
+    half, most = (top + 2) / 4, top / 2
+    mid = (min(means) + max(means)) / 2
+    law = "N / 2" if abs(mid - half) <= abs(mid - most) else "N - 1"
+    slopes = [2 * m / (top + 2) for m in means]  # m = c N averages c (top + 2) / 2 over N = 2..top
+    return law, (f"uniform hashing's m averages {span(means)} over the steps N = 2..{top}; fitting m = c N per step "
+                 f"to that gives c = {span(slopes)}, so m is about {law} (N / 2 would average {half:.2f} over these "
+                 f"steps, N - 1 {most:.2f})")
+
+
 # --- Fig. 7: the utility functions ---------------------------------------------------------------------------------
 
 
@@ -171,6 +202,14 @@ def utilities(out: Path, quick: bool) -> dict:
     _utility_bars(out / "utility.png", scores, f"Zipf z = 1 over {keys_count:,} keys, N grown 1..{top}, alpha = 1.2, "
                   "sigma = 0.1 (means over the growth steps)")
 
+    (out / "utility.md").write_text(utility_report(scores, keys_count, top, sets))
+    return {"keys": keys_count, "top": top, "sets": list(sets), **scores}
+
+
+def utility_report(scores: dict, keys_count: int, top: int, sets: tuple[str, ...] | list[str]) -> str:
+    """utility.md: the table against Fig. 7, the checks and the note, every comparison in them taken from `scores`
+    (per resource functions, build and utility, as numbers.json holds them)."""
+
     def v(r: str, b: str, u: str, k: str) -> float:
         return scores[r][b][u][k]
 
@@ -194,13 +233,15 @@ def utilities(out: Path, quick: bool) -> dict:
     red = {r: {u: v(r, "redist", u, "m") / v(r, "redist", "apm", "m") - 1 for u in gcost.UTILITIES} for r in sets}
     lql_gain = v("LQL", "redist", "atm", "b") / v("LQL", "redist", "apm", "b")
     readj_low = {r: min(gcost.UTILITIES, key=lambda u, r=r: v(r, "readj", u, "m")) for r in sets}
+    readj_as_paper = [r for r in sets if readj_low[r] == ("aplm" if r == "LCL" else "apm")]  # Fig. 7's lowest
     checks = [
         {"paper": "Readj: U^A gives poor migration",
          "ours": ", ".join(f"{r} {v(r, 'readj', 'a', 'm'):.2f} vs U^APM {v(r, 'readj', 'apm', 'm'):.2f}" for r in sets),
          "matches": _yes(all(v(r, "readj", "a", "m") > v(r, "readj", "apm", "m") for r in linear))},
         {"paper": "Readj: U^APM lowest migration, U^APLM on LCL",
          "ours": ", ".join(f"{r} lowest: U^{readj_low[r].upper()}" for r in sets),
-         "matches": "partly (see note)"},
+         "matches": "; ".join(f"{word} on {', '.join(rs)}" for word, rs in (("yes", readj_as_paper), ("no", [
+             r for r in sets if r not in readj_as_paper])) if rs)},
         {"paper": "Redist: U^APM and U^APLM balance best, up to 3x on LQL",
          "ours": ", ".join(f"{r} APM {v(r, 'redist', 'apm', 'b'):.2f}, APLM {v(r, 'redist', 'aplm', 'b'):.2f}, "
                            f"others {min(v(r, 'redist', u, 'b') for u in ('a', 'atm', 'atlm')):.2f}+" for r in sets)
@@ -209,28 +250,51 @@ def utilities(out: Path, quick: bool) -> dict:
                              < min(v(r, "redist", u, "b") for u in ("a", "atm", "atlm")) for r in linear))},
         {"paper": "Redist: U^APLM migrates 30-35% more than U^APM",
          "ours": ", ".join(f"{r} {100 * red[r]['aplm']:+.0f}%" for r in sets),
-         "matches": _yes(all(red[r]["aplm"] > 0 for r in linear)) + " in direction, smaller"},
+         "matches": _yes(all(red[r]["aplm"] > 0 for r in linear)) + " in direction, "
+         + ("smaller" if max(red[r]["aplm"] for r in linear) < 0.30 else "not smaller")},
         {"paper": "Redist: U^ATM, U^ATLM migrate 35-40% less than U^APM",
          "ours": ", ".join(f"{r} {100 * red[r]['atm']:+.0f}% / {100 * red[r]['atlm']:+.0f}%" for r in sets),
-         "matches": _yes(all(max(red[r]["atm"], red[r]["atlm"]) < 0 for r in linear)) + " in direction, smaller"},
+         "matches": _yes(all(max(red[r]["atm"], red[r]["atlm"]) < 0 for r in linear)) + " in direction, "
+         + ("smaller" if min(min(red[r]["atm"], red[r]["atlm"]) for r in linear) > -0.35 else "not smaller")},
     ]
     size = "the paper's |D| = 10^6" if keys_count == 1_000_000 else f"{keys_count:,} keys (paper: 10^6, quick run)"
+    sums_best = all(max(v(r, "redist", u, "b") for u in ("apm", "aplm"))
+                    < min(v(r, "redist", u, "b") for u in ("a", "atm", "atlm")) for r in linear)
+    aplm_more = all(red[r]["aplm"] > 0 for r in linear)
+    products_less = all(max(red[r]["atm"], red[r]["atlm"]) < 0 for r in linear)
+    products_worse = all(min(v(r, "redist", u, "b") for u in ("atm", "atlm")) > v(r, "redist", "apm", "b")
+                         for r in linear)
+    aplm_gap = [red[r]["aplm"] for r in linear]
+    products_gap = [red[r][u] for r in linear for u in ("atm", "atlm")]
+    a_most = [r for r in linear if max(gcost.UTILITIES, key=lambda u, r=r: v(r, "readj", u, "m")) == "a"]
+    ccl_m = [v("CCL", b, u, "m") for b in gb.BUILDS for u in gcost.UTILITIES] if "CCL" in sets else []
     note = (
         f"\nOurs: {size}, Zipf z = 1, N grown 1..{top} with a rebuild at each step, alpha = 1.2, sigma = 0.1, one "
         "run; b and m are means over the growth steps (the paper does not say whether Fig. 7 shows means or the "
         "last step).\n\n"
-        "Where ours differs: Redist follows the paper's directions (the sums U^APM and U^APLM balance best, several "
-        "times better on LQL; U^APLM migrates more and the products U^ATM and U^ATLM less), with smaller migration "
-        "gaps than the paper's 30-35% and 35-40%. With a product, a key's balance gain is scaled by 1 + gamma, so "
-        "once the penalty rho is small a move that costs migration is worth little: the builds stop balancing early, "
-        "which is what makes the products migrate less and balance worse. Readj under U^A migrates the most on every "
-        "resource combination with a linear memory, as in the paper; which utility gives Readj its lowest migration "
-        "is in the checks above (the paper: U^APM, or U^APLM on LCL). On CCL the memory cost of a key is 1, the same "
-        "for every key, and all "
-        "utilities give the same migration (the consistent hash decides it), so CCL is left out of the checks.\n"
+        "Where ours differs: Redist's sums U^APM and U^APLM "
+        + ("balance better than its other utilities on every one of " if sums_best
+           else "do not balance better than its other utilities on all of ")
+        + f"{', '.join(linear)} (on LQL U^ATM's b is {lql_gain:.1f}x U^APM's); U^APLM "
+        + ("migrates more" if aplm_more else "does not always migrate more")
+        + f" than U^APM ({span(aplm_gap, '+.0%', ' to ')}; paper: +30% to +35%) and the products U^ATM and U^ATLM "
+        + ("migrate less" if products_less else "do not always migrate less")
+        + f" ({span(products_gap, '+.0%', ' to ')}; paper: -35% to -40%), gaps "
+        + ("smaller than" if max(aplm_gap) < 0.30 and min(products_gap) > -0.35 else "not all smaller than")
+        + " the paper's. "
+        + ("With a product, a key's balance gain is scaled by 1 + gamma, so once the penalty rho is small a move "
+           "that costs migration is worth little: the builds stop balancing early, which is what makes the products "
+           "migrate less and balance worse. " if products_less and products_worse else "")
+        + "Readj under U^A migrates the most of its utilities on "
+        + (("every one of " + ", ".join(linear) if a_most == linear else ", ".join(a_most) + f" of {', '.join(linear)}")
+           if a_most else f"none of {', '.join(linear)}")
+        + " (the paper: U^A migrates poorly); which utility gives Readj its lowest migration is in the checks above "
+        "(the paper: U^APM, or U^APLM on LCL)."
+        + (f" On CCL the memory cost of a key is 1, the same for every key, and every build and utility gives m "
+           f"{span(ccl_m, '.3f')} (the consistent hash decides it), so CCL is left out of the checks.\n" if ccl_m
+           else "\n")
     )
-    (out / "utility.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)
-    return {"keys": keys_count, "top": top, "sets": list(sets), **scores}
+    return markdown_table(table) + "\n" + markdown_table(checks) + note
 
 
 # --- Fig. 8: the domain size -----------------------------------------------------------------------------------------
@@ -263,7 +327,18 @@ def domains(out: Path, quick: bool) -> dict:
         rows.append({"domain": d, **acc})
     write_csv(out / "domain.csv", rows)
     _domain_plot(out / "domain.png", rows, sizes, top, runs)
+    (out / "domain.md").write_text(domain_report(rows, sizes, top, runs, quick))
 
+    def col(name: str, k: str) -> list[float]:
+        return [r[f"{name}_{k}"] for r in rows]
+
+    return {"domain": list(sizes), "top": top, "runs": runs,
+            **{name: {"b": col(name, "b"), "m": col(name, "m"), "b_top": col(name, "b_top")} for name in METHODS}}
+
+
+def domain_report(rows: list[dict], sizes: tuple[int, ...] | list[int], top: int, runs: int, quick: bool) -> str:
+    """domain.md: the table against Fig. 8, the checks and the note, every comparison in them taken from `rows` (one
+    per |D|, with `{method}_b`, `{method}_m` and `{method}_b_top`, as in domain.csv)."""
     last = rows[-1]
 
     def col(name: str, k: str) -> list[float]:
@@ -307,24 +382,40 @@ def domains(out: Path, quick: bool) -> dict:
                                                         f"{max(col('consistent', 'm')):.2f}",
          "matches": _yes(max(col("consistent", "m")) < 1.0)},
     ]
+    law, fit = uniform_fit(col("uniform", "m"), top)
+    why = ("multiply-shift, which moves about half of the keys when a channel is added, where a modulo hash moves "
+           "nearly all (m about N - 1)" if law == "N / 2" else "a hash that moves nearly all of the keys when a "
+           "channel is added, as a modulo hash does")
+    uni = col("uniform", "m")
+    paper_lo, paper_hi = 6.5, 7.5  # Fig. 8's uniform m
+    noisy = sum(g < 0 for g in gains)
+    cons = col("consistent", "m")
+    cons_below = [f"{d:.0e}" for d, m in zip(sizes, cons, strict=True) if m < 1]
+    least = [min(gb.BUILDS, key=lambda b, r=r: r[f"{b}_m"]) for r in rows]  # the build that migrates least, per |D|
+    first_m = [col(b, "m")[0] for b in gb.BUILDS]
     note = (
         f"\nOurs: |D| from {sizes[0]:,} to {sizes[-1]:,} (the paper goes to 10^8; "
         + ("quick run" if quick else "10^8 keys need about 5 GB for the key, frequency and per-method maps and an "
-           "hour per run here, so the sweep stops at 10^7, where the gain has already flattened")
+           "hour per run here, so the sweep stops at 10^7")
         + f"), Zipf z = 1, LCL, N grown 1..{top} with a rebuild each step, alpha = 1.2, sigma = 0.1, U^APM, {runs} "
         f"runs with different key hashes (paper: 5); b and m are means over the growth steps and runs.\n\n"
-        "Where ours differs: uniform hashing here is multiply-shift, which moves about half of the keys when a "
-        "channel is added (m about N / 2 per step) where a modulo hash moves nearly all (m about N - 1): both are "
-        "several times the ideal, but ours, averaged over the growth steps, stays below the paper's 6.5x-7.5x and "
-        "does not rise with |D|. The per-step gains in balance are noisy between neighbouring sizes (where the few "
-        "heaviest keys land changes with the key hashes), so the flattening shows over the whole range. "
-        "Consistent hashing's m stays near 1 rather than below it. "
-        "Our builds' migration starts nearer the ideal than the paper's 2.2x at 10^4 keys, and Readj migrates "
-        "least of the builds (it keeps more of the old map; see gedik-resources), where the paper has Redist best.\n"
+        f"Where ours differs: {fit}; ours is {why}. Averaged over the growth steps it stays "
+        f"{than(max(uni), paper_lo, 'above', 'below', 'at')} the paper's {paper_lo:g}x-{paper_hi:g}x and goes from "
+        f"{uni[0]:.2f} at |D| = {sizes[0]:.0e} to {uni[-1]:.2f} at {sizes[-1]:.0e} (paper: rising with |D|). "
+        "Redist's gains in balance per step of |D| ("
+        + ", ".join(f"{g:.3f}" for g in gains) + ") "
+        + (f"are noisy between neighbouring sizes, {noisy} of them negative (where the few heaviest keys land "
+           "changes with the key hashes), so any flattening shows only over the whole range. " if noisy
+           else "are all positive. ")
+        + f"Consistent hashing's m is {span(cons)}, "
+        + (f"below 1 at |D| = {', '.join(cons_below)}" if cons_below else "never below 1")
+        + f" (paper: below 1). Our builds' migration at |D| = {sizes[0]:.0e} is {span(first_m)}, "
+        f"{than(max(first_m), 2.2, 'above', 'below', 'at')} the paper's 2.2x; the build that migrates least is "
+        + ", ".join(f"{b} at {sum(x == b for x in least)} of the {len(sizes)} sizes" for b in gb.BUILDS
+                    if b in least)
+        + " (the paper: Redist throughout).\n"
     )
-    (out / "domain.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)
-    return {"domain": list(sizes), "top": top, "runs": runs,
-            **{name: {"b": col(name, "b"), "m": col(name, "m"), "b_top": col(name, "b_top")} for name in METHODS}}
+    return markdown_table(table) + "\n" + markdown_table(checks) + note
 
 
 def _domain_plot(path: Path, rows: list[dict], sizes: tuple[int, ...], top: int, runs: int) -> None:

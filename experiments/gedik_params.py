@@ -8,6 +8,7 @@ import numpy as np
 
 from experiments.common import markdown_table, pyplot, write_csv
 from experiments.gedik_albic import GEDIK_METHODS, grow_means
+from experiments.gedik_figs import span, than, tracked_count, uniform_fit
 from experiments.partitioning import grow_steps
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
@@ -94,6 +95,20 @@ def resources(out: Path, quick: bool) -> dict:
           f"Zipf z = 1 over {keys_count:,} keys, N grown 1..{top}, alpha = 1.2, sigma = 0.1 "
           f"(means over the steps and {runs} runs)")
 
+    (out / "resources.md").write_text(resources_report(scores, keys_count, top, runs))
+    return {
+        "keys": keys_count,
+        "top": top,
+        "runs": runs,
+        **{res: {name: dict(scores[res][name]) for name in GEDIK_METHODS} for res in RESOURCE_SETS},
+    }
+
+
+def resources_report(scores: dict, keys_count: int, top: int, runs: int) -> str:
+    """resources.md: the table against Fig. 3, the checks and the note, every comparison in them taken from `scores`
+    (per resource functions and method, as numbers.json holds them), so that it can be rewritten from the committed
+    numbers."""
+    rows = [{"resources": res, "method": name, **scores[res][name]} for res in RESOURCE_SETS for name in GEDIK_METHODS]
     paper = {  # Fig. 3's numbers as the text states them (LLL); the other cells are only drawn in the radar charts
         ("LLL", "scan"): "b 1.32, m 1.23",
         ("LLL", "redist"): "b 1.32, m 1.23",
@@ -126,13 +141,13 @@ def resources(out: Path, quick: bool) -> dict:
     harder = all(s("CCL", n) < s("LCL", n) < s("LLL", n) < s("LQL", n) for n in GEDIK_METHODS)
     least_m = {res: min(GEDIK_METHODS, key=lambda n, res=res: s(res, n, "m")) for res in RESOURCE_SETS}
     linear = [res for res in RESOURCE_SETS if res != "LQL"]
-    readj_lowest = all(s(res, "readj") <= min(s(res, "scan"), s(res, "redist")) for res in linear)
+    readj_low = [res for res in linear if s(res, "readj") <= min(s(res, "scan"), s(res, "redist"))]
     lql_gap = s("LQL", "readj") / min(s("LQL", "scan"), s("LQL", "redist")) - 1
     twins = max(abs(s(res, "scan", k) / s(res, "redist", k) - 1) for res in RESOURCE_SETS for k in ("b", "m"))
+    readj_m, redist_m = s("LLL", "readj", "m_at_top"), s("LLL", "redist", "m_at_top")
     checks = [
         {"paper": "uniform hash migrates > 8x the ideal",
-         "ours": f"uniform m {min(s(r, 'uniform', 'm') for r in RESOURCE_SETS):.2f}-"
-                 f"{max(s(r, 'uniform', 'm') for r in RESOURCE_SETS):.2f} (mean over steps), "
+         "ours": f"uniform m {span([s(r, 'uniform', 'm') for r in RESOURCE_SETS])} (mean over steps), "
                  f"{s('LCL', 'uniform', 'm_at_top'):.2f} at N = {top}",
          "matches": "direction (see note)"},
         {"paper": "consistent hash: lowest m, sometimes < 1",
@@ -144,68 +159,94 @@ def resources(out: Path, quick: bool) -> dict:
          "ours": f"LLL b {s('LLL', 'consistent'):.2f} vs {s('LLL', 'uniform'):.2f}",
          "matches": _yes(s("LLL", "consistent") > s("LLL", "uniform")) + " (the order varies with the key set)"},
         {"paper": "the builds balance better than both hashes",
-         "ours": ", ".join(f"{r} {min(s(r, b) for b in gb.BUILDS):.2f}-{max(s(r, b) for b in gb.BUILDS):.2f} vs "
+         "ours": ", ".join(f"{r} {span([s(r, b) for b in gb.BUILDS])} vs "
                            f"{min(s(r, h) for h in HASHES):.2f}" for r in RESOURCE_SETS),
          "matches": _yes(builds_lead)},
         {"paper": "linear and quadratic resources are harder to balance",
-         "ours": "b rises CCL < LCL < LLL < LQL for every method", "matches": _yes(harder)},
+         "ours": "b rises CCL < LCL < LLL < LQL for " + ("every method" if harder else "not every method"),
+         "matches": _yes(harder)},
         {"paper": "Readj has the lowest b (LLL ~1.2 vs 1.32); on LQL 1-2% worse (Fig. 4)",
          "ours": ", ".join(f"{r} {s(r, 'readj'):.3f} vs {min(s(r, 'scan'), s(r, 'redist')):.3f}"
                            for r in RESOURCE_SETS) + f"; LQL {100 * lql_gap:+.1f}%",
-         "matches": _yes(readj_lowest) + " on " + ", ".join(linear)},
+         "matches": (f"yes on {', '.join(readj_low)}" if readj_low else "no")
+         + (f", no on {', '.join(r for r in linear if r not in readj_low)}" if 0 < len(readj_low) < len(linear)
+            else "")},
         {"paper": "Readj migrates more (LLL 1.34 vs 1.23)",
-         "ours": f"LLL at N = {top}: {s('LLL', 'readj', 'm_at_top'):.2f} vs {s('LLL', 'redist', 'm_at_top'):.2f} "
+         "ours": f"LLL at N = {top}: {readj_m:.2f} vs {redist_m:.2f} "
                  f"(means over the steps {s('LLL', 'readj', 'm'):.2f} vs {s('LLL', 'redist', 'm'):.2f})",
-         "matches": _yes(s("LLL", "readj", "m_at_top") > s("LLL", "redist", "m_at_top"))},
+         "matches": _yes(readj_m > redist_m)},
         {"paper": "Redist and Scan indistinguishable",
          "ours": f"b and m within {100 * twins:.1f}% of each other", "matches": _yes(twins < 0.03)},
         {"paper": "LQL at z = 1: computation imbalance in the 30s for all methods",
-         "ours": f"b_c at N = {top}: builds {min(s('LQL', b, 'b_c_at_top') for b in gb.BUILDS):.0f}-"
-                 f"{max(s('LQL', b, 'b_c_at_top') for b in gb.BUILDS):.0f}, hashes "
-                 f"{min(s('LQL', h, 'b_c_at_top') for h in HASHES):.0f}-"
-                 f"{max(s('LQL', h, 'b_c_at_top') for h in HASHES):.0f}",
+         "ours": f"b_c at N = {top}: builds {span([s('LQL', b, 'b_c_at_top') for b in gb.BUILDS], '.0f')}, hashes "
+                 f"{span([s('LQL', h, 'b_c_at_top') for h in HASHES], '.0f')}",
          "matches": _yes(min(s("LQL", name, "b_c_at_top") for name in GEDIK_METHODS) > 5)},
     ]
     size_note = "the paper's |D| = 10^6" if keys_count == 1_000_000 else f"{keys_count:,} keys (paper: 10^6, quick run)"
     lll = {name: scores["LLL"][name] for name in GEDIK_METHODS}
+    twins_at = {k: [lll[b][f"{k}_at_top"] for b in ("scan", "redist")] for k in ("b", "m")}
+    twins_mean = {k: [lll[b][k] for b in ("scan", "redist")] for k in ("b", "m")}
+    fig3 = {"b": 1.32, "m": 1.23}  # the paper's LLL b and m of Scan and Redist
+
+    def off(got: dict) -> float:  # the largest relative distance from the paper's two numbers
+        return max(abs(v / fig3[k] - 1) for k in fig3 for v in got[k])
+
+    closer = off(twins_at) < off(twins_mean)
+    means_lower = all(max(twins_mean[k]) < min(twins_at[k]) for k in ("b", "m"))
+    law, fit = uniform_fit([s(r, "uniform", "m") for r in RESOURCE_SETS], top)
+    uni_top = [s(r, "uniform", "m_at_top") for r in RESOURCE_SETS]
+    why = ("our uniform hash is Lemire's multiply-shift over a 64-bit hash, which moves about half of the keys when "
+           "the N-th channel joins" if law == "N / 2" else "our uniform hash moves nearly all of the keys when the "
+           "N-th channel joins, as a modulo hash does")
+    cons_m = [s(r, "consistent", "m") for r in RESOURCE_SETS]
+    below = [r for r in RESOURCE_SETS if s(r, "consistent", "m") < 1]
+    hashes_above = min(s("LLL", h) for h in HASHES) > max(s("LLL", b) for b in gb.BUILDS)
     lql_bc = [scores["LQL"][b]["b_c_at_top"] for b in gb.BUILDS]
+    lql_bc_mean = [scores["LQL"][b]["b_c"] for b in gb.BUILDS]
+    pmf = zipf_pmf(1.0, keys_count)
+    top_share = float(pmf[0] ** 2 / (pmf**2).sum())  # the top key's share of the quadratic load
+    tracked = {res: tracked_count(pmf, gcost.parse_resources(res), 0.1, top) for res in ("LCL", "LQL")}
+    same = tracked["LQL"] == tracked["LCL"]
     note = (
         f"\nOurs: {size_note}, Zipf z = 1, N grown 1..{top} one channel at a time with a rebuild each step, "
         f"alpha = 1.2, sigma = 0.1, U^APM, {runs} runs (different key hashes) averaged like the paper's 5. b and m "
         f"are means over the growth steps N = 2..{top}; the `at N={top}` columns are the last step. b_c is the "
         "relative computation imbalance r_c / alpha_c (the radar charts' computation axis).\n\n"
         f"For Scan and Redist the paper's LLL numbers (b 1.32, m 1.23) compare with our last step, N = {top}: "
-        f"b {lll['scan']['b_at_top']:.2f} / {lll['redist']['b_at_top']:.2f} and m {lll['scan']['m_at_top']:.2f} / "
-        f"{lll['redist']['m_at_top']:.2f}. With the paper's sizes (the full run) they nearly coincide, which "
-        "suggests Fig. 3 shows the function after growing to N = 10; our means over the steps are lower because "
-        "small N is easier to balance.\n\n"
-        "Where and why ours differs: (1) our uniform hash is Lemire's multiply-shift over a 64-bit hash, so adding "
-        "the N-th channel moves about half of the keys (m about N / 2 per step, "
-        f"{lll['uniform']['m_at_top']:.2f} at N = {top}), while the paper's uniform hash moves nearly all of them "
-        "(m about N - 1, its > 8x at N = 10); both are far above the ideal. (2) Readj starts from the old mapping "
+        f"b {twins_at['b'][0]:.2f} / {twins_at['b'][1]:.2f} and m {twins_at['m'][0]:.2f} / {twins_at['m'][1]:.2f}, "
+        f"at most {off(twins_at):.1%} from the paper's, against {off(twins_mean):.1%} for our means over the steps "
+        f"(b {twins_mean['b'][0]:.2f} / {twins_mean['b'][1]:.2f}, m {twins_mean['m'][0]:.2f} / "
+        f"{twins_mean['m'][1]:.2f})"
+        + (f", which suggests Fig. 3 shows the function after growing to N = {top}" if closer else "")
+        + ("; the means are lower than the last step because small N is easier to balance.\n\n" if means_lower
+           else ".\n\n")
+        + f"Where and why ours differs: (1) {fit}, and at N = {top} it is {span(uni_top)} (N / 2 = {top / 2:g}, "
+        f"N - 1 = {top - 1}): {why}, while the paper's > 8x at N = 10 fits a hash that moves nearly all of them "
+        "(m about N - 1); both are far above the ideal. (2) Readj starts from the old mapping "
         "and applies, among the moves and swaps that improve the balance, the one of best utility gain per "
-        "frequency moved, until none improves the balance; the gain may be negative. An earlier version stopped at "
-        "the first negative gain, which left Readj less balanced than Scan and Redist and migrating least, the "
-        "opposite of the paper's trade; taking the best balance-improving readjustment, as the paper's algorithm "
-        "does, gives Readj the lowest b on the linear combinations and more migration than Redist at the last "
-        "step, as Fig. 3 shows. (3) The hashes' b depends "
-        "on where the few heaviest keys land, so whether consistent or uniform hashing balances worse on LLL "
-        f"changes between sets of key hashes (ours: consistent {lll['consistent']['b']:.2f} vs uniform "
-        f"{lll['uniform']['b']:.2f} on the mean; paper 1.75 vs 1.55); both stay well above every build, which we "
-        "assert. Consistent hashing's m is near 1 (below it only where the heaviest keys stay put). (4) LQL at "
-        "z = 1 is neither degenerate nor slow here: the refined threshold delta' tracks the same ~40-50 keys as "
-        "LCL, but the top key alone carries about 60% of the quadratic load, so no placement brings the "
-        "computation imbalance near alpha and it grows with N (b_c of the builds "
-        f"{min(lql_bc):.0f}-{max(lql_bc):.0f} at N = {top}; paper: in the 30s at N = 10); we keep z = 1 "
-        "as Fig. 3 does (Fig. 4 restricts LQL to z in [0.25, 0.5] for that reason).\n"
+        "frequency moved, until none improves the balance; the gain may be negative (an earlier version stopped at "
+        "the first negative gain, which left Readj less balanced than Scan and Redist). Here Readj has the lowest b "
+        "of the builds on "
+        + ("every one" if readj_low == linear else ", ".join(readj_low) if readj_low else "none")
+        + f" of the combinations without a quadratic resource ({', '.join(linear)}; Fig. 3: lowest on LLL), and Readj "
+        f"migrates {than(readj_m, redist_m, 'more', 'less', 'as much')} than Redist at N = {top} on LLL "
+        f"({readj_m:.2f} against {redist_m:.2f}; means over the steps {s('LLL', 'readj', 'm'):.2f} against "
+        f"{s('LLL', 'redist', 'm'):.2f}), where Fig. 3 has Readj migrating more (1.34 against 1.23). (3) The "
+        "hashes' b depends on where the few heaviest keys land, so whether consistent or uniform hashing balances "
+        f"worse on LLL changes between sets of key hashes (ours: consistent {lll['consistent']['b']:.2f} vs uniform "
+        f"{lll['uniform']['b']:.2f} on the mean; paper 1.75 vs 1.55); both stay "
+        + ("above every build, which we assert" if hashes_above else "not above every build")
+        + f". Consistent hashing's m is {span(cons_m)}, below 1 on "
+        + (", ".join(below) if below else "none of the combinations")
+        + f". (4) LQL at z = 1: the refined threshold delta' tracks {tracked['LQL']} keys at N = {top}, "
+        + ("the same as" if same else "against")
+        + f" LCL's {tracked['LCL']}, but the top key alone carries {top_share:.0%} of the quadratic load, so no "
+        f"placement brings the computation imbalance near alpha: the builds' b_c is {span(lql_bc, '.0f')} at N = "
+        f"{top} (paper: in the 30s at N = 10), {than(min(lql_bc), max(lql_bc_mean), 'above', 'below', 'at', 0)} "
+        f"their means over the steps, {span(lql_bc_mean, '.0f')}; we keep z = 1 as Fig. 3 does (Fig. 4 "
+        "restricts LQL to z in [0.25, 0.5] for that reason).\n"
     )
-    (out / "resources.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)
-    return {
-        "keys": keys_count,
-        "top": top,
-        "runs": runs,
-        **{res: {name: dict(scores[res][name]) for name in GEDIK_METHODS} for res in RESOURCE_SETS},
-    }
+    return markdown_table(table) + "\n" + markdown_table(checks) + note
 
 
 # --- Fig. 5: the tracking threshold scaler sigma ---------------------------------------------------------------------
@@ -274,6 +315,14 @@ def sigma(out: Path, quick: bool) -> dict:
     _sigma_plot(out / "sigma.png", sigmas, scores,
                 f"Zipf z = 1 over {keys_count:,} keys, N grown 1..{top}, alpha = 1.2 (means over the steps)")
 
+    (out / "sigma.md").write_text(sigma_report(scores, keys_count, top, sigmas, sets))
+    return {"keys": keys_count, "top": top, "sigma": list(sigmas), **scores}
+
+
+def sigma_report(scores: dict, keys_count: int, top: int, sigmas: tuple[float, ...] | list[float],
+                 sets: tuple[str, ...] | list[str]) -> str:
+    """sigma.md: the table against Fig. 5, the checks and the note, every comparison in them taken from `scores`
+    (per resource functions and method, b and m per sigma, as numbers.json holds them)."""
     mid = sigmas.index(0.25)
     show = sorted({0, sigmas.index(0.1), mid, sigmas.index(0.5), len(sigmas) - 1})
     paper = {
@@ -338,19 +387,30 @@ def sigma(out: Path, quick: bool) -> dict:
                      "inside") if min(jump) > 1.0 else "no"},
     ]
     size_note = "the paper's |D| = 10^6" if keys_count == 1_000_000 else f"{keys_count:,} keys (paper: 10^6, quick run)"
+    pmf = zipf_pmf(1.0, keys_count)
+    tracked = {r: [tracked_count(pmf, gcost.parse_resources(r), x, top) for x in sigmas] for r in ("LCL", "LQL")}
+    same = [x for x, a, b in zip(sigmas, tracked["LCL"], tracked["LQL"], strict=True) if a == b]
+    other = [f"{x:g} (LQL {b}, LCL {a})" for x, a, b in zip(sigmas, tracked["LCL"], tracked["LQL"], strict=True)
+             if b != a]
+    twins_fall = all(at(r, b, "b", lo) < at(r, b, "b", hi) for r in sets for b in ("scan", "redist"))
+    fig5 = "holds" if twins_fall and rises else "does not hold"
+    half = sigmas.index(0.5)
     note = (
         f"\nOurs: {size_note}, Zipf z = 1, N grown 1..{top} one channel at a time with a rebuild each step, "
         f"alpha = 1.2, U^APM, one run (paper: mean of 5; the sweep over {len(sigmas)} sigmas and two resource "
         "combinations is the cost), b and m means over the growth steps. Uniform and consistent hashing track "
         "no keys, so sigma leaves them unchanged (the flat lines in the figure).\n\n"
-        "How ours differs: the direction of Fig. 5 holds for Scan and Redist (more tracked keys at low sigma buy "
-        "balance with migration); for Readj the checks above say which of the paper's directions hold at these "
+        f"How ours differs: the direction of Fig. 5 {fig5} for Scan and Redist (lower sigma: lower b and higher m, "
+        "the checks' first two rows); for Readj the checks above say which of the paper's directions hold at these "
         "sizes (Readj keeps balancing while a move or swap improves the balance, see gedik-resources). For LQL the "
-        "refined delta' tracks the "
-        "same keys as LCL up to sigma = 0.4 and a few more above (the paper also saw equal explicit-hash sizes), "
-        "so sigma changes LQL's balance only through the heaviest keys; the imbalance rises across [0.25, 0.5] "
-        "where the last few heavy keys drop out of the explicit hash, a sharp jump with 10^6 keys and a "
-        "smoother rise with the quick run's 20,000.\n\n"
+        f"refined delta' tracks the same keys as LCL at N = {top} for sigma = "
+        + (", ".join(f"{x:g}" for x in same) if same else "none")
+        + (f" but not at sigma = {', '.join(other)}" if other else "")
+        + " (the paper also saw equal explicit-hash sizes), so sigma changes LQL's balance only through the "
+        f"heaviest keys; from sigma 0.25 to 0.5 LQL's explicit hash at N = {top} "
+        f"{than(tracked['LQL'][half], tracked['LQL'][mid], 'grows', 'shrinks', 'stays', 0)} from "
+        f"{tracked['LQL'][mid]} to {tracked['LQL'][half]} keys and the builds' b "
+        + ("rises" if min(jump) > 1 else "falls" if max(jump) < 1 else "changes")
+        + f" by a factor {span(jump)}.\n\n"
     )
-    (out / "sigma.md").write_text(markdown_table(table) + "\n" + markdown_table(checks) + note)
-    return {"keys": keys_count, "top": top, "sigma": list(sigmas), **scores}
+    return markdown_table(table) + "\n" + markdown_table(checks) + note

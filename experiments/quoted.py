@@ -8,6 +8,13 @@ experiment's `results/NAME/numbers.json` and a format, e.g.
 The expression sees the numbers' top-level keys as names (and `n`, the whole), `took_s` (the run's wall seconds, from
 its `COMMAND`: a folder may have only that), plus min, max, sum, len, abs, round, next, sorted, any, all and
 `pick(rows, field=value, ...)`, the row whose fields match.
+
+The pseudo-name `experiments` stands for every registered experiment's folder at once (`experiments.names()`, not
+the benchmarks' and scripts' folders beside them in results/): there `took_s` is the sum of their `COMMAND`s' wall
+seconds, what a full `reproduce.py --all` took, `took` the seconds per experiment and `missing` the registered
+experiments whose folder records no wall time (left out of the sum), e.g.
+
+    --all takes about 6.1<!--= experiments took_s / 3600 | .1f --> hours
 `scripts/quote_numbers.py` rewrites every marked number from the files, and the test suite checks that the docs
 already say what the files hold, so a rerun that moves a result moves the docs with it or fails the suite.
 
@@ -51,6 +58,21 @@ SAFE = {"min": min, "max": max, "sum": sum, "len": len, "abs": abs, "round": rou
 
 class QuoteError(ValueError):
     """A marker that names no experiment, or whose expression does not evaluate."""
+
+
+ALL = "experiments"  # the pseudo-name of every registered experiment's folder at once
+
+
+def wall_times(root: Path = ROOT) -> dict[str, float | None]:
+    """Per registered experiment, in registration order, the wall seconds its `results/NAME/COMMAND` records (None if
+    it has no COMMAND or the COMMAND no wall time)."""
+    from experiments.registry import names  # the experiments' modules load only when a marker asks for them
+
+    out: dict[str, float | None] = {}
+    for name in names():
+        command = root / "results" / name / "COMMAND"
+        out[name] = took_seconds(command.read_text()) if command.exists() else None
+    return out
 
 
 @cache
@@ -128,8 +150,15 @@ def quote(root: Path = ROOT) -> list[Path]:
 
 
 def evaluate(name: str, expr: str, root: Path = ROOT) -> Any:
-    """The value of `expr` over experiment `name`'s numbers (its top-level keys as names, and `n`)."""
-    found, took = numbers(name, root)
-    scope = {**(found if isinstance(found, dict) else {}), "n": found, "took_s": took}
+    """The value of `expr` over experiment `name`'s numbers (its top-level keys as names, and `n`), or for `ALL`
+    over every registered experiment's wall time (`took_s` their sum, `took` per experiment, `missing`)."""
+    if name == ALL:
+        times = wall_times(root)
+        took_each = {k: v for k, v in times.items() if v is not None}
+        scope = {"took_s": sum(took_each.values()), "took": took_each,
+                 "missing": [k for k, v in times.items() if v is None]}
+    else:
+        found, took = numbers(name, root)
+        scope = {**(found if isinstance(found, dict) else {}), "n": found, "took_s": took}
     # the names as globals, so that a comprehension's body sees them too
     return eval(expr, {"__builtins__": SAFE, **scope})  # noqa: S307 (the project's own docs, over its own files)

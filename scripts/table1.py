@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eps", type=float, default=0.3, help="eps of porc and chbl (default 0.3, as the paper)")
     p.add_argument("--seed", type=int, default=7, help="stream seed, and run seed of the grouping (default 7)")
     p.add_argument("--markdown", action="store_true", help="print a markdown table (for the README)")
-    p.add_argument("--plot", default=None, metavar="PNG", help="also draw imbalance vs bins into this PNG file")
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="also draw imbalance vs bins into this PNG file, e.g. runs/table1.png (the committed plot, "
+                        "results/cg-table1/table1.png, is reproduce.py cg-table1's)")
     args = p.parse_args(argv)
     try:
         bins_list = [int(b) for b in args.bins.split(",")]

@@ -66,6 +66,24 @@ def test_a_run_s_wall_time_is_quoted_from_its_command(tmp_path):
         quoted.evaluate("toy", "took_s", tmp_path)
 
 
+def test_every_experiment_s_wall_time_sums_over_the_registered_experiments_only(tmp_path):
+    import experiments
+
+    first, second, *rest = experiments.names()
+    doc = "--all takes 1.0<!--= experiments took_s / 3600 | .1f --> hours, 0<!--= experiments len(missing) | d -->\n"
+    path = _checkout(tmp_path, doc, {})
+    for name, seconds in ((first, 5400), (second, 1800), ("bench-toy", 99_999)):  # a benchmark's folder: not counted
+        (tmp_path / "results" / name).mkdir()
+        (tmp_path / "results" / name / "COMMAND").write_text(
+            f"python x.py\n# at commit abc on 2026-11-28 09:00 UTC; took {seconds} s wall on a 2-core machine\n")
+    (tmp_path / "results" / rest[0]).mkdir()
+    (tmp_path / "results" / rest[0] / "COMMAND").write_text("python x.py\n")  # no wall time recorded: missing
+    assert quoted.evaluate("experiments", "took", tmp_path) == {first: 5400.0, second: 1800.0}
+    assert quoted.evaluate("experiments", "missing", tmp_path) == rest
+    assert quoted.quote(tmp_path) == [path]
+    assert path.read_text() == doc.replace("1.0<", "2.0<").replace(" 0<", f" {len(rest)}<")
+
+
 def test_the_command_checks_without_writing():
     done = subprocess.run([sys.executable, "scripts/quote_numbers.py", "--check"], capture_output=True, text=True,
                           cwd=quoted.ROOT, timeout=60)
