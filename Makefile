@@ -1,5 +1,6 @@
-# `make run` and `make test` work on a fresh machine: they create .venv when missing, install the project, and
-# compile its numba kernels into numba's on-disk cache once (`python -m topo.warm`, about two minutes on 2 cores).
+# `make run` and `make test` work on a fresh machine: they create .venv when missing, install the versions pinned in
+# requirements.lock (hash-checked) and the project, and compile its numba kernels into numba's on-disk cache once
+# (`python -m topo.warm`, about three minutes on 2 cores). `make lock` chooses the versions anew.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -7,14 +8,20 @@ GROUPING ?= cg
 ENGINE   ?= ray
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-all tools lint bench table1 clean
+.PHONY: run test test-all tools lint lock bench table1 clean
 
-$(STAMP): pyproject.toml
+# the lock is the only place versions are chosen: pip installs exactly its pins, each checked against its hashes
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q --require-hashes -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -m topo.warm
 	touch $(STAMP)
+
+# choose every version anew (the newest that pyproject.toml allows, for every platform and Python it supports)
+lock: $(STAMP)
+	$(PY) -m uv pip compile pyproject.toml --extra dev --extra bench --universal --fork-strategy fewest \
+		--generate-hashes --upgrade --quiet -o requirements.lock
 
 # the command line's defaults: Fig. 8 of Consistent Grouping (10 workers, three 5x faster) at 80% load, on Ray actors
 run: $(STAMP)
@@ -40,7 +47,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_analyze.py
 
 table1: $(STAMP)
-	$(PY) scripts/table1.py --markdown --plot results/table1.png
+	$(PY) scripts/table1.py --markdown --plot runs/table1.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from spark.analyze_inputs import AnalysisError
@@ -32,7 +32,7 @@ def seconds(text: str) -> float:
 
 def default_out(root: str | Path = "analysis") -> Path:
     """`analysis/<UTC timestamp>`: unique per second, sortable by time."""
-    return Path(root) / datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path(root) / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,7 @@ def write_analysis(analysis: Analysis, directory: Path) -> None:
     figures = draw_all(analysis, directory)
     (directory / "report.md").write_text(report_markdown(analysis, figures))
     meta = {
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "runs": [{"run": r.run, "path": r.path} for r in analysis.runs.itertuples(index=False)],
         "window_s": analysis.window_s,
         "percentiles": "exact (overall, per worker, per window), numpy's linear interpolation",
@@ -66,7 +66,7 @@ def report_markdown(analysis: Analysis, figures: list[str]) -> str:
     windows = ", ".join(f"{run} {w:g} s" for run, w in analysis.window_s.items())
     lines = [
         "# Run analysis", "",
-        f"{len(runs)} run(s), analyzed {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
+        f"{len(runs)} run(s), analyzed {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.", "",
         "## Comparison", "",
         markdown_table(runs, RUN_COLUMNS), "",
         "Latency is end to end (arrival at the source to the end of service), in milliseconds; percentiles (over all "

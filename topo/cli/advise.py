@@ -16,6 +16,7 @@ import math
 import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from datetime import UTC
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -233,13 +234,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from topo.results.rundir import atomic_run_dir, check_destination
 
     args = build_parser().parse_args(argv)
     specs = _specs(args)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("runs") / f"advice-{stamp}"
     check_destination(out, args.overwrite)
     with atomic_run_dir(out, overwrite=args.overwrite) as tmp:

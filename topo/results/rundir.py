@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from topo.spec import SpecError
@@ -39,7 +39,7 @@ WORKER_KEYS = ("id", "capacity", "tuples", "distinct_keys", "busy_fraction")
 
 def default_run_dir(grouping: str, engine: str, root: str | Path = "runs") -> Path:
     """`runs/<grouping>-<engine>-<UTC timestamp>`: unique per second, sortable by time."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{grouping}-{engine}-{stamp}"
 
 
