@@ -1,16 +1,19 @@
 """Results that cannot drift from the code: what ran each result, and the quick numbers a fresh run must equal.
 
 Every experiment's folder gets a `COMMAND` file when it is written: the command, the commit it ran at (marked when
-the checkout had uncommitted changes), the date and the wall time. The quick numbers of every deterministic
-experiment (no Ray, no wall clock in them) are committed under `results/quick/`; `reproduce.py --check` and the
-test suite run each experiment in quick mode and compare. Floats compare to within a relative 1e-9 (the last bits
-of a sum may depend on the CPU's vector width), everything else exactly. Values an experiment declares
-`volatile` (wall-clock measurements, by key suffix) are left out of the comparison.
+the checkout had uncommitted changes), the date, the wall time, and the versions and machine it ran with
+(`topo.versions`). The quick numbers of every deterministic experiment (no Ray, no wall clock in them) are committed
+under `results/quick/`, with the commit, a digest of the code and the environment that recorded them; `reproduce.py
+--check` and the test suite run each experiment in quick mode and compare, and `cause` says why numbers differ: the
+versions, the machine or the code. Floats compare to within a relative 1e-9 (the last bits of a sum may depend on
+the CPU's vector width), everything else exactly. Values an experiment declares `volatile` (wall-clock
+measurements, by key suffix) are left out of the comparison.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -21,10 +24,13 @@ from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
+from topo import versions
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICK_DIR = ROOT / "results" / "quick"
 REL_TOL = 1e-9
 SHOWN = 5  # differences listed per experiment at most
+CODE = ("groupings", "operators", "topo", "experiments", "spark")  # the packages whose code makes the numbers
 
 
 def add_numbers_option(parser: ArgumentParser, what: str) -> None:
@@ -63,10 +69,10 @@ def command_text(name: str, quick: bool, parent: Path, seconds: float, at: str |
 
 def ran_text(argv: list[str], seconds: float, at: str | None = None) -> str:
     """A `COMMAND` file's text: the command line, then the commit (`at`, taken when the run began: the code may be
-    edited while it runs), the UTC date and the wall time of its run."""
-    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    edited while it runs), the UTC date and the wall time of its run, and the versions and machine it ran with."""
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f"{shlex.join(argv)}\n# at commit {at or commit()} on {when}; took {seconds:.0f} s wall on a "
-            f"{os.cpu_count()}-core machine\n")
+            f"{os.cpu_count()}-core machine\n# with {versions.describe(versions.environment())}\n")
 
 
 TOOK = re.compile(r"took (\d+(?:\.\d+)?) s wall")  # the wall time as `ran_text` writes it
@@ -131,18 +137,103 @@ def committed_path(name: str) -> Path:
     return QUICK_DIR / f"{name}.json"
 
 
+def code_digest() -> str:
+    """A digest of the code that makes the numbers (every .py file of CODE, by path and content): equal digests,
+    same code. The commit alone cannot tell: numbers are recorded before the change that moved them is committed,
+    so their commit is usually the one before it, with "+changes"."""
+    digest = hashlib.sha256()
+    for path in sorted(p for package in CODE for p in (ROOT / package).rglob("*.py")
+                       if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def record(name: str, numbers: dict) -> Path:
-    """Commit-to-be: these quick numbers become what `name` must give."""
+    """Commit-to-be: these quick numbers become what `name` must give, with what recorded them (the commit, the
+    code's digest, the versions and machine) so that `cause` can say why a later run differs."""
     QUICK_DIR.mkdir(parents=True, exist_ok=True)
     path = committed_path(name)
-    path.write_text(json.dumps(normalized(numbers), indent=2) + "\n")
+    recorded = {"commit": commit(), "code": code_digest(), "environment": versions.environment()}
+    path.write_text(json.dumps({"recorded": recorded, "numbers": normalized(numbers)}, indent=2) + "\n")
     return path
+
+
+def committed(name: str) -> tuple[dict | None, Any]:
+    """What `results/quick/NAME.json` holds: (what recorded them, the numbers), or (None, the numbers) for a file of
+    the earlier format, which held the numbers alone. FileNotFoundError if there is none."""
+    held = json.loads(committed_path(name).read_text())
+    if isinstance(held, dict) and set(held) == {"recorded", "numbers"}:
+        return held["recorded"], held["numbers"]
+    return None, held
 
 
 def check(name: str, numbers: dict, volatile: tuple[str, ...] = ()) -> list[str]:
     """How a fresh quick run's numbers differ from the committed ones ([] when they are the same)."""
     path = committed_path(name)
     if not path.exists():
-        return [f"no committed quick numbers ({path.relative_to(ROOT)})"]
-    expected = json.loads(path.read_text())
+        return [f"no committed quick numbers ({_shown(path)})"]
+    _, expected = committed(name)
     return differences(without(expected, volatile), without(normalized(numbers), volatile))
+
+
+def cause(name: str) -> str:
+    """Why this checkout's quick numbers of `name` may differ from the committed ones, one line: the versions or
+    the machine that differ ("versions differ: scipy 1.16.3 -> 1.17.1"), and whether the code changed since they
+    were recorded; with all three the same, the experiment is not deterministic."""
+    path = committed_path(name)
+    if not path.exists():
+        return f"no committed quick numbers ({_shown(path)})"
+    recorded, _ = committed(name)
+    if recorded is None:  # the earlier format: the commit that committed them stands for the code that made them
+        _, code = _code_changed({"commit": _last_commit(path)})
+        return f"{code}; the versions and machine that made them were not recorded: `--check --update {name}` does"
+    if recorded.get("environment") is None:
+        return f"{_code_changed(recorded)[1]}; the versions and machine that made them were not recorded"
+    changes = versions.compare(recorded["environment"], versions.environment())
+    found = [f"versions differ: {', '.join(c for c in changes if not c.startswith('machine: '))}",
+             f"machine differs: {', '.join(c.removeprefix('machine: ') for c in changes if c.startswith('machine: '))}"]
+    found = [f for f in found if not f.endswith(": ")]
+    changed, code = _code_changed(recorded)
+    if found:
+        return "; ".join([*found, code])
+    if changed is False:
+        return "same code, versions and machine: not deterministic?"
+    return code if changed else f"same versions and machine; {code}"
+
+
+def _code_changed(recorded: dict) -> tuple[bool | None, str]:
+    """Whether the code differs from the recorded one (None: cannot tell), and a line saying so."""
+    at = recorded.get("commit") or "unknown"
+    if recorded.get("code"):
+        same = recorded["code"] == code_digest()
+        return (False, f"same code as at {at}") if same else (True, f"the code changed since {at}")
+    if at == "unknown" or at.endswith("+changes"):  # the recorded code was no commit's
+        return None, f"the code could not be compared (recorded at {at})"
+    try:  # the working tree against the commit, then the files git does not know yet
+        diff = subprocess.run(["git", "diff", "--quiet", at, "--", *CODE], cwd=ROOT, capture_output=True,
+                              timeout=30)
+        new = subprocess.run(["git", "status", "--porcelain", "--", *CODE], cwd=ROOT, capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None, "the code could not be compared (no git)"
+    if diff.returncode not in (0, 1) or new.returncode != 0:
+        return None, f"the code could not be compared (git knows no commit {at})"
+    changed = diff.returncode == 1 or any(line.startswith("??") for line in new.stdout.splitlines())
+    return (True, f"the code changed since {at}") if changed else (False, f"same code as at {at}")
+
+
+def _last_commit(path: Path) -> str:
+    """The short hash of the last commit that changed `path` ("unknown" without git or such a commit)."""
+    try:
+        found = subprocess.run(["git", "log", "-1", "--format=%h", "--", str(path)], cwd=ROOT, capture_output=True,
+                               text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return found or "unknown"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:  # a folder outside the checkout (the tests')
+        return str(path)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reproduce headline experiments of the papers: `--list` names them, NAME runs one into results/NAME/, `--all`
-runs every one, and `--check` reruns the deterministic ones in quick mode against their committed numbers."""
+runs every one, and `--check` reruns the deterministic ones in quick mode against their committed numbers and says
+why any differ. A full run is refused from a checkout whose code has uncommitted changes (`--allow-changes`)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
                         "results/quick/; exit status 1 if any differ")
     p.add_argument("--update", action="store_true",
                    help="with --check: record the fresh quick numbers as the committed ones instead of comparing")
+    p.add_argument("--allow-changes", action="store_true",
+                   help="run in full even though the checkout's code has uncommitted changes (refused without it: a "
+                        "full result must come from a commit); its COMMAND then says COMMIT+changes, which no "
+                        "checkout can reproduce")
     args = p.parse_args(argv)
     if args.update and not args.check:
         print("reproduce.py: error: --update goes with --check", file=sys.stderr)
@@ -83,11 +88,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reproduce.py: error: {exc}", file=sys.stderr)
         return 2
 
+    loaded = provenance.commit()  # the experiments' code is what this process imported at its start
+    if not args.quick and loaded.endswith("+changes"):
+        if not args.allow_changes:
+            print(f"reproduce.py: error: the code has uncommitted changes ({loaded}): a full run's results must come "
+                  "from a commit; commit them, or pass --allow-changes", file=sys.stderr)
+            return 2
+        print(f"reproduce.py: WARNING: running in full from uncommitted changes ({loaded}): no checkout can "
+              "reproduce these results", file=sys.stderr)
+
     from rich.console import Console
     from rich.table import Table
 
     done: list[tuple[str, float, Path]] = []
-    loaded = provenance.commit()  # the experiments' code is what this process imported at its start
     bar = _progress()
     with bar:
         task = bar.add_task("", total=len(chosen))
@@ -130,7 +143,7 @@ def _check(names: list[str], update: bool) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    rows, failed = [], 0
+    rows, failed = [], []
     bar = _progress()
     with bar, tempfile.TemporaryDirectory(prefix="reproduce-check-") as scratch:
         task = bar.add_task("", total=len(chosen))
@@ -146,8 +159,10 @@ def _check(names: list[str], update: bool) -> int:
                 provenance.record(exp.name, numbers)
             else:
                 diff = provenance.check(exp.name, numbers, exp.volatile)
-                failed += bool(diff)
-                verdict = "same" if not diff else "DIFFERS: " + "; ".join(diff)
+                verdict = "same"
+                if diff:
+                    failed.append((exp.name, provenance.cause(exp.name)))
+                    verdict = f"DIFFERS ({failed[-1][1]}): " + "; ".join(diff)
             rows.append((exp.name, f"{seconds:.1f}", verdict))
             bar.advance(task)
     table = Table(title=f"{len(rows)} experiments in quick mode against results/quick/")
@@ -157,8 +172,11 @@ def _check(names: list[str], update: bool) -> int:
         table.add_row(*row)
     Console().print(table)
     if failed:
-        print(f"{failed} of {len(rows)} differ from their committed quick numbers: a change of the code changed "
-              "them (rerun the experiment, then `--check --update` those you meant to change)", file=sys.stderr)
+        print(f"{len(failed)} of {len(rows)} differ from their committed quick numbers:", file=sys.stderr)
+        for name, why in failed:
+            print(f"  {name}: {why}", file=sys.stderr)
+        print("a change meant to move them (of the code, or of the versions): rerun the experiment in full, then "
+              "`--check --update NAME` records its quick numbers", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -18,8 +18,8 @@ DETERMINISTIC = [n for n in experiments.names() if experiments.get(n).determinis
 def test_quick_numbers_are_the_committed_ones(outputs, name):
     _, numbers = outputs[name]
     assert provenance.check(name, numbers, experiments.get(name).volatile) == [], (
-        f"{name}'s quick numbers changed: if the change meant to, rerun it and record them with "
-        f"`python scripts/reproduce.py --check --update {name}`")
+        f"{name}'s quick numbers changed ({provenance.cause(name)}): if the change meant to, rerun it and record "
+        f"them with `python scripts/reproduce.py --check --update {name}`")
 
 
 def test_every_committed_quick_file_belongs_to_a_deterministic_experiment():
@@ -45,9 +45,10 @@ def test_the_comparison_finds_what_changed_and_ignores_what_may():
 
 def test_a_folder_written_by_reproduce_says_what_ran_it(tmp_path):
     text = provenance.command_text("cg-eps", True, provenance.ROOT / "results", 12.3)
-    first, second = text.splitlines()
+    first, second, third = text.splitlines()
     assert first == "python scripts/reproduce.py cg-eps --quick --out results"
     assert second.startswith("# at commit ") and " UTC; took 12 s wall on a " in second
+    assert third.startswith("# with python ") and "; machine: " in third  # the versions and machine it ran with
     assert provenance.commit().split("+")[0] in second
     # a folder outside the checkout is named by its last part only: no path of the machine that ran it
     assert "--out " + tmp_path.name + "\n" in provenance.command_text("cg-eps", False, tmp_path, 1.0)
@@ -58,7 +59,7 @@ def test_record_keeps_a_commands_output_with_its_provenance(tmp_path, capsys):
     folder = tmp_path / "bench"
     assert record.main([str(folder), "--", sys.executable, "-c", "print('3.2 M tuples/s')"]) == 0
     assert (folder / "output.txt").read_text() == "3.2 M tuples/s\n"
-    first, second = (folder / "COMMAND").read_text().splitlines()
+    first, second, _ = (folder / "COMMAND").read_text().splitlines()
     assert first == "python -c 'print('\"'\"'3.2 M tuples/s'\"'\"')'"  # the interpreter's path is not shown
     assert second.startswith(f"# at commit {provenance.commit().split('+')[0]}")
     # its own options come before --, the command's after it (an option of the command's is never taken)

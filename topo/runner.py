@@ -19,6 +19,7 @@ from topo.data.streams import Stream, StreamError
 from topo.results.metrics import RunResult, write_outputs
 from topo.results.rundir import SPEC_FILE
 from topo.spec import SpecError, TopologySpec
+from topo.versions import environment
 
 
 @dataclass
@@ -139,10 +140,13 @@ def execute(prepared: Prepared, progress: bool = True, run_id: str | None = None
 
 
 def write_run(result: RunResult, directory: Path, plots: bool = True, spec: TopologySpec | None = None) -> None:
-    """Summary, logs, the spec that made them and (optionally) PNG plots, into `directory`."""
+    """Summary, logs, the spec that made them (with the versions and machine they ran with) and (optionally) PNG
+    plots, into `directory`."""
     write_outputs(result, directory)
     if spec is not None:
-        (directory / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(spec), indent=2) + "\n")
+        # "environment" is no option of the spec: one who rebuilds a TopologySpec from the file drops it
+        (directory / SPEC_FILE).write_text(json.dumps({**dataclasses.asdict(spec), "environment": environment()},
+                                                      indent=2) + "\n")
     if plots:
         from topo.results import plots as p
 
