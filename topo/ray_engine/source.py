@@ -38,6 +38,7 @@ import numpy as np
 import groupings
 from topo.model import Buffer, SourceNode
 from topo.model.inputs import source_seed
+from topo.model.rehearsal import rehearse
 from topo.ray_engine.links import Links
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal, Named
@@ -148,14 +149,9 @@ class Source(Links, Recovery, Mortal):
                                           controller=controller, **spec.params)
 
     def _warm_up(self, tuples: int = 512) -> None:
-        """Route the first tuples through a throwaway node, with acks, before the clock starts: numba loads each
-        compiled function on its first call (about 0.6 s in all here), which must not count as the run's time."""
-        node = self._node(self.keys[:tuples], None)
-        now = 0.0
-        while not node.done and now < 1.0:
-            for buffer in node.step(now):
-                node.on_ack(buffer.worker, (0.0, 0.0, 0.5, 1.0, 0), now)
-            now += 1e-3
+        """Rehearse the first tuples on a throwaway node, with acks, before the clock starts: numba loads (or
+        compiles) each function the run calls, on arrays of the run's own kind, which must not count as its time."""
+        rehearse(self._node(self.keys[:tuples], None if self.arrivals is None else self.arrivals[:tuples]))
 
     def _node(self, keys: np.ndarray, arrivals: np.ndarray | None) -> SourceNode:
         spec = self.spec
