@@ -53,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run, in order (see --list)")
     p.add_argument("--list", action="store_true", help="list the experiments and what each reproduces")
+    from experiments.quoted import wall_times
+
+    took = sum(t for t in wall_times().values() if t is not None)
     p.add_argument("--all", action="store_true",
-                   help="run every experiment (full mode: about 5 hours on 2 cores, most of it ALBIC's MILPs with "
-                        "every key group movable)")
+                   help=f"run every experiment (full mode: about {took / 3600:.1f} hours on 2 cores, the sum of the "
+                        "wall times that results/*/COMMAND record, most of it ALBIC's MILPs with every key group "
+                        "movable)")
     p.add_argument("--quick", action="store_true", help="reduced size: seconds per experiment instead of minutes")
     p.add_argument("--out", default="results", help="parent directory of each experiment's folder (default: results)")
     p.add_argument("--check", action="store_true",
