@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --require-hashes -r requirements.lock
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	$(PY) -m topo.warm
 	touch $(STAMP)
 

@@ -105,10 +105,10 @@ def test_setup_installs_the_project_from_the_mounted_working_tree_with_java(name
     assert mounted == ["/home/ubuntu/stream-groupings"]
     # the versions of requirements.lock, hash-checked, then the project itself without choosing any version
     assert "cd ~/stream-groupings" in setup and "pip install --require-hashes -r requirements.lock" in setup
-    assert "pip install --no-deps ." in setup and "==" not in setup
+    assert "pip install --no-deps --no-build-isolation ." in setup and "==" not in setup
     assert "git clone" not in setup and "YOUR-ORG" not in setup  # nothing to edit before `ray up`
     # the installed copy's kernels are compiled once per node, before any actor starts (outside the working tree)
-    assert setup.index("cd ~ && ~/venv/bin/python -m topo.warm") > setup.index("pip install --no-deps .")
+    assert setup.index("cd ~ && ~/venv/bin/python -m topo.warm") > setup.index("pip install --no-deps --no-build-isolation .")
     if name == "aws.yaml":
         assert "openjdk-17" in setup  # Spark (scripts/make_stream.py, scripts/analyze_runs.py)
 
