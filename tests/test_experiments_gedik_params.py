@@ -73,13 +73,16 @@ def test_gedik_sigma_trades_balance_for_migration(outputs):
 
 
 @pytest.mark.slow  # gedik-sigma's quick run takes about 5 s (tests/conftest.py)
-def test_gedik_sigma_readj_loses_its_edge_at_low_sigma_and_lql_rises_mid_range(outputs):
-    _, n = outputs["gedik-sigma"]
+def test_gedik_sigma_lql_rises_mid_range_and_the_table_judges_readj_at_low_sigma(outputs):
+    out, n = outputs["gedik-sigma"]
     lcl = n["LCL"]
-    # Readj's balance against Scan's and Redist's is at its worst at the lowest sigma, where it trails both
-    vs = [r / min(s, d) for r, s, d in zip(lcl["readj"]["b"], lcl["scan"]["b"], lcl["redist"]["b"], strict=True)]
-    assert vs[0] == max(vs) and vs[0] > 1.01
-    assert min(vs) < 1.0  # ... while somewhere above it Readj balances best
+    # Readj's edge at the lowest sigma is the paper's claim, not ours (quick and full runs have it within 1% of the
+    # better of Scan and Redist): the table's verdict must follow the numbers, whichever way they go
+    lo = [lcl[b]["b"][0] for b in ("readj", "scan", "redist")]
+    vs_redist = [r / d for r, d in zip(lcl["readj"]["b"], lcl["redist"]["b"], strict=True)]
+    verdict = "yes" if lo[0] > max(lo[1:]) and vs_redist[0] == max(vs_redist) else "no"
+    row = next(line for line in (out / "sigma.md").read_text().splitlines() if "loses its advantage" in line)
+    assert row.rstrip(" |").endswith(verdict)
     # LQL: the imbalance of every build rises through sigma in [0.25, 0.5]
     i, j = n["sigma"].index(0.25), n["sigma"].index(0.5)
     for build in gb.BUILDS:
