@@ -108,7 +108,8 @@ def test_setup_installs_the_project_from_the_mounted_working_tree_with_java(name
     assert "pip install --no-deps --no-build-isolation ." in setup and "==" not in setup
     assert "git clone" not in setup and "YOUR-ORG" not in setup  # nothing to edit before `ray up`
     # the installed copy's kernels are compiled once per node, before any actor starts (outside the working tree)
-    assert setup.index("cd ~ && ~/venv/bin/python -m topo.warm") > setup.index("pip install --no-deps --no-build-isolation .")
+    installed = setup.index("pip install --no-deps --no-build-isolation .")
+    assert setup.index("cd ~ && ~/venv/bin/python -m topo.warm") > installed
     if name == "aws.yaml":
         assert "openjdk-17" in setup  # Spark (scripts/make_stream.py, scripts/analyze_runs.py)
 
