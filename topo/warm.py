@@ -78,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(
         prog="python -m topo.warm",
         description="Compile every grouping's numba kernels (and the simulator's and the CPU worker's) into numba's "
-        "on-disk cache, by a small simulation of each registered grouping. Takes about two minutes on 2 cores the "
-        "first time and about 15 s when the cache is already warm. No options.",
+        "on-disk cache, by a small simulation of each registered grouping and a rehearsal of each as a Ray source "
+        "routes (read-only arrays). Takes about three minutes on 2 cores the first time and about 15 s when the cache "
+        "is already warm. No options.",
     ).parse_args(argv)
     t0 = time.perf_counter()
     took = warm()
