@@ -47,8 +47,9 @@ def _settings(quick: bool) -> list[tuple[str, int, int, object]]:
     "albic-cap",
     "Madsen et al. (004): ALBIC's MILP with every key group movable, as in the paper, against the cap on placement "
     "variables (milp.MAX_VARIABLES) that albic-periods, albic-scale-in and albic-cola ran under before",
-    "with the same node limit the capped MILP leaves a higher load distance, far higher where a node must shed "
-    "more key groups than the cap lets move (scale-in's overloaded node), at a fraction of the solver's time",
+    "with the same node limit the capped MILP never leaves a lower load distance, and a far higher one where a node "
+    "must shed more key groups than the cap lets move (scale-in's overloaded node), at a fraction of the solver's "
+    "time",
     volatile=("_s",),
 )
 def cap(out: Path, quick: bool) -> dict:

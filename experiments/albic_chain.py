@@ -91,8 +91,8 @@ def _summary(rows: list[dict], name: str) -> dict:
     "Madsen et al. (004), Section 5.3, Figs. 10-11: two operators, x% of key groups one-to-one, 20% of nodes "
     "changing load by +-2% per period, maxMigrations 20; ALBIC against COLA (re-optimised from scratch each period)",
     "ALBIC gives a lower load distance than COLA at every x and cluster size, with collocation within half a point "
-    "of COLA's or above it (paper: up to 10% more), and maxMigrations per period where COLA's plan moves about a "
-    "hundred key groups or more",
+    "of COLA's or above it (paper: up to 10% more), and maxMigrations per period where COLA's plan moves several "
+    "times as many key groups (x below 100%)",
 )
 def cola_experiment(out: Path, quick: bool) -> dict:
     """ALBIC vs COLA over the maximum collocation x (Fig. 10) and over cluster sizes at x = 50% (Fig. 11)."""
