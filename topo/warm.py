@@ -54,9 +54,8 @@ def rehearse_ray_source(spec: TopologySpec, stream: Stream) -> None:
                               controller=controller, **spec.params)
     keys = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)[::sources].copy()  # as the driver puts it
     arrivals = arrival_times(len(stream.key_hash), spec.rate, None)[::sources].copy()
-    rehearse(SourceNode(0, grouping, read_only(keys), read_only(arrivals), pool=spec.workers, active=spec.workers,
-                        batch_size=spec.batch_size, linger_s=spec.linger_ms / 1e3, credits=spec.max_pending,
-                        end_s=spec.duration, spout_pending=spec.max_spout_pending))
+    rehearse(SourceNode.of_spec(0, grouping, read_only(keys), read_only(arrivals), spec, pool=spec.workers,
+                                active=spec.workers))
 
 
 def fold_out_of_order(workers: int = 2) -> None:

@@ -26,8 +26,12 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from topo.spec import TopologySpec
 
 from groupings.feedback import AckReport
 from topo.model.lateness import Lateness
@@ -118,6 +122,15 @@ class SourceNode:
         self.lag_sum_s = 0.0
         self._due: float | None = None  # when the node said it would step next (its last `next_wakeup`)
         self.late = Lateness()  # tuples that waited for a step that came after that (never in the simulator)
+
+    @classmethod
+    def of_spec(cls, index: int, grouping, keys: np.ndarray, arrivals: np.ndarray | None, spec: TopologySpec, *,
+                pool: int, active: int, draining: Callable[[], frozenset] | None = None) -> SourceNode:
+        """Source `index`'s node with `spec`'s buffer size, linger, credits, end and max spout pending, as every
+        engine builds it."""
+        return cls(index, grouping, keys, arrivals, pool=pool, active=active, batch_size=spec.batch_size,
+                   linger_s=spec.linger_ms / 1e3, credits=spec.max_pending, end_s=spec.duration, draining=draining,
+                   spout_pending=spec.max_spout_pending)
 
     # --- what the engine asks
 

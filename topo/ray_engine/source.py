@@ -154,10 +154,8 @@ class Source(Links, Recovery, Mortal):
         rehearse(self._node(self.keys[:tuples], None if self.arrivals is None else self.arrivals[:tuples]))
 
     def _node(self, keys: np.ndarray, arrivals: np.ndarray | None) -> SourceNode:
-        spec = self.spec
-        return SourceNode(self.index, self.grouping, keys, arrivals, pool=len(self.workers), active=self._active,
-                          batch_size=spec.batch_size, linger_s=spec.linger_ms / 1e3, credits=spec.max_pending,
-                          end_s=spec.duration, draining=self._draining, spout_pending=spec.max_spout_pending)
+        return SourceNode.of_spec(self.index, self.grouping, keys, arrivals, self.spec, pool=len(self.workers),
+                                  active=self._active, draining=self._draining)
 
     @property
     def active(self) -> int:

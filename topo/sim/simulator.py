@@ -151,20 +151,9 @@ class Simulation:
         self.sources = [
             SimSource(
                 self,
-                SourceNode(
-                    s,
-                    make_grouping(s),
-                    keys=source_keys(key_hash, s, every),
-                    arrivals=source_share(arrivals, s, every),
-                    pool=self.pool.workers,
-                    active=spec.workers,
-                    batch_size=spec.batch_size,
-                    linger_s=spec.linger_ms / 1e3,
-                    credits=spec.max_pending,
-                    end_s=spec.duration,
-                    draining=draining,
-                    spout_pending=spec.max_spout_pending,
-                ),
+                SourceNode.of_spec(s, make_grouping(s), source_keys(key_hash, s, every),
+                                   source_share(arrivals, s, every), spec, pool=self.pool.workers,
+                                   active=spec.workers, draining=draining),
             )
             for s in range(every)
         ]
