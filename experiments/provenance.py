@@ -13,7 +13,6 @@ measurements, by key suffix) are left out of the comparison.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import math
 import os
@@ -24,6 +23,7 @@ from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
+from groupings.digest import source_digest
 from topo import versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,11 +141,7 @@ def code_digest() -> str:
     """A digest of the code that makes the numbers (every .py file of CODE, by path and content): equal digests,
     same code. The commit alone cannot tell: numbers are recorded before the change that moved them is committed,
     so their commit is usually the one before it, with "+changes"."""
-    digest = hashlib.sha256()
-    for path in sorted(p for package in CODE for p in (ROOT / package).rglob("*.py")
-                       if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    return source_digest([ROOT / package for package in CODE], ROOT)[:16]
 
 
 def record(name: str, numbers: dict) -> Path:

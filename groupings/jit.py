@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
 from numba import njit
 from numba.core.cpu import CPUTargetOptions
+
+from groupings.digest import source_digest
 
 
 def forget_caches_of_another_layout(root: Path = Path(__file__).parent, also: tuple[Path, ...] = ()) -> bool:
@@ -19,11 +20,7 @@ def forget_caches_of_another_layout(root: Path = Path(__file__).parent, also: tu
     module keeps the old code. A stamp of every module's name and content beside the caches catches both; `also`
     names the folders of other modules the functions below `root` call, whose content enters the stamp too.
     """
-    digest = hashlib.sha256()
-    for folder in (root, *also):
-        for path in sorted(folder.rglob("*.py")):
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    stamp = digest.hexdigest()
+    stamp = source_digest([root, *also])
     marker = root / "__pycache__" / "numba-layout"
     try:
         if marker.is_file() and marker.read_text() == stamp:
