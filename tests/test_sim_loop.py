@@ -26,6 +26,8 @@ CASES = [
     ("wc", dict(workers=10, sources=4, cost_ms=0.3, rate=20000, duration=0.6, linger_ms=0)),  # an end, no linger
     ("chbl", dict(workers=10, sources=1, cost_ms=0.3, duration=0.5, net_delay_ms=0.5)),
     ("potc", dict(workers=6, sources=2, cost_ms=0.4, rate=12000)),
+    # each source flushing on its own phase (Flink's flusher per task), with buffers that fill between ticks
+    ("pkg", dict(workers=6, sources=3, cost_ms=0.4, rate=12000, flush_phase="spread", linger_ms=7, batch_size=64)),
     # CG: the workers' meters and delegation in the loop, its pairing in Python on each step that has signals
     ("cg", dict(workers=12, sources=3, cost_ms=0.2)),
     ("cg", dict(workers=12, sources=2, cost_ms=0.5, rate=15000, net_delay_ms=1.0,
@@ -36,6 +38,7 @@ CASES = [
     ("cg", dict(workers=6, sources=2, cost_ms=0.5, rate=9000, net_delay_ms=0.3, params={"t0": 0.5})),
     # FISH: its own routing state, and each worker's time per tuple from the acks' meters
     ("fish", dict(workers=12, sources=3, cost_ms=0.2)),
+    ("fish", dict(workers=8, sources=2, cost_ms=0.5, rate=12000, flush_phase="spread", linger_ms=13)),
     ("fish", dict(workers=12, sources=2, cost_ms=0.5, rate=15000, net_delay_ms=1.0,
                   capacities=(1, 1, 1, 1, 0.5, 0.5, 0.5, 0.5, 2, 2, 2, 2), params={"interval": 0.01})),
     ("fish", dict(workers=10, sources=2, cost_ms=0.3, rate=25000, params={"chk": False, "hwa": False, "epoch": 50})),

@@ -22,6 +22,7 @@ RAY_TRANSIT_MS = 2.7
 # carries Fig. 8's 17,600 tuples/s here with headroom, and a lightly loaded topology keeps p50 below 20 ms
 CLI_BATCH_SIZE = 1000
 CLI_LINGER_MS = 20.0
+FLUSH_PHASES = ("aligned", "spread")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class TopologySpec:
     operator_params: dict = field(default_factory=dict)  # operator parameters from --operator-set
     batch_size: int = 100  # tuples a source routes and sends together (micro-batch)
     linger_ms: float = 5.0  # a partly filled batch is sent at most this long after its first tuple
+    # where each source's flush ticks fall: "aligned" (all at k x linger, Storm's one flush timer per process) or
+    # "spread" (source i at i / sources of a linger later, as Flink's flusher thread per task keeps its own phase)
+    flush_phase: str = "aligned"
     max_pending: int = 16  # batches in flight per source before it waits for acks (backpressure)
     # tuples a source may have routed and not yet acked, over all its channels (Storm's max spout pending); None = no
     # such limit (the credits alone bound what is in flight)
@@ -77,6 +81,9 @@ class TopologySpec:
     # ray engine: time dilation K; the emulated cluster runs K times slower than the wall clock (every duration of
     # the spec stretched by K, every reported time divided by K); the simulator divides its transit by K
     time_scale: float = 1.0
+    # flink engine: shuffle grouping by Flink's own rebalance() (round robin from a random channel per source)
+    # instead of the emulator's sg choices
+    flink_rebalance: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -101,6 +108,11 @@ class TopologySpec:
             raise SpecError(f"--duration must be positive (got {self.duration})")
         if self.batch_size < 1:
             raise SpecError(f"--batch-size must be at least 1 (got {self.batch_size})")
+        if self.flink_rebalance and (self.engine != "flink" or self.grouping != "sg"):
+            raise SpecError("--flink-rebalance runs Flink's own rebalance() for sg: it needs --grouping sg and "
+                            "--engine flink")
+        if self.flush_phase not in FLUSH_PHASES:
+            raise SpecError(f"--flush-phase must be one of {', '.join(FLUSH_PHASES)} (got {self.flush_phase!r})")
         if self.max_pending < 1:
             raise SpecError(f"--max-pending must be at least 1 (got {self.max_pending})")
         if self.max_spout_pending is not None and self.max_spout_pending < 1:
@@ -136,9 +148,10 @@ class TopologySpec:
             if self.worker_processes is not None or self.placement is not None:
                 raise SpecError("--processes places sources and workers together: it takes neither "
                                 "--worker-processes nor --placement")
-        if self.engine == "sim" and (self.chaos or self.address or self.placement or self.worker_processes
-                                     or self.processes):
-            raise SpecError("--chaos, --address, --placement, --worker-processes and --processes need --engine ray")
+        if self.engine != "ray" and (self.chaos or self.address or self.placement or self.worker_processes
+                                     or self.processes or self.cgroup_quota):
+            raise SpecError("--chaos, --address, --placement, --worker-processes, --processes and --cgroup-quota need "
+                            "--engine ray")
         if self.metrics_port is not None:
             if self.engine != "ray":
                 raise SpecError("--metrics-port needs --engine ray")

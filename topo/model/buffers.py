@@ -173,24 +173,24 @@ class OutputBuffers:
                         self._tail, self.held, self.oldest, self.opened, in_flight, max_in_flight)
 
 
-# `SourceNode`'s flush ticks (k x linger from the start), for compiled callers (the simulator's loop)
+# `SourceNode`'s flush ticks (phase + k x linger from the start, k >= 1), for compiled callers (the simulator's loop)
 @numba.njit(cache=True, inline="always")
-def tick_after(now, linger):
+def tick_after(now, linger, phase):
     if not linger > 0:
         return now
-    return (np.floor(now / linger + 1e-9) + 1.0) * linger
+    return (np.floor((now - phase) / linger + 1e-9) + 1.0) * linger + phase
 
 
 @numba.njit(cache=True, inline="always")
-def tick_at_or_after(t, linger):
+def tick_at_or_after(t, linger, phase):
     if not linger > 0:
         return t
-    return max(1.0, np.ceil(t / linger - 1e-9)) * linger
+    return max(1.0, np.ceil((t - phase) / linger - 1e-9)) * linger + phase
 
 
 @numba.njit(cache=True, inline="always")
-def last_tick(now, linger):
+def last_tick(now, linger, phase):
     if not linger > 0:
         return now
-    k = np.floor(now / linger + 1e-9)
-    return k * linger if k >= 1 else -np.inf
+    k = np.floor((now - phase) / linger + 1e-9)
+    return k * linger + phase if k >= 1 else -np.inf

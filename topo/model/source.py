@@ -8,9 +8,11 @@ The model follows Flink's network stack (Storm 2's batching is the same idea):
   output buffer of its worker. Acks that landed since the last step reach the grouping before it routes again.
 * Batch close. A buffer goes out when it holds `batch_size` tuples, or at the first flush tick after its oldest
   tuple arrived, or when the source has no more input. Flush ticks come every `linger_s` (k x linger_s from the
-  start), for every buffer at once, as Flink's output flusher does with its buffer timeout (and Storm 2 with its
-  flush interval): no tuple waits in a buffer longer than `linger_s`, and a source wakes once per tick, not once
-  per buffer. linger_s = 0 sends every buffer at once.
+  start, shifted by the source's `phase_s`), for every buffer at once, as Flink's output flusher does with its buffer
+  timeout (and Storm 2 with its flush interval): no tuple waits in a buffer longer than `linger_s`, and a source
+  wakes once per tick, not once per buffer. linger_s = 0 sends every buffer at once. Storm's flush timer is one
+  per worker process, so every source flushes at the same ticks (`flush_phase` "aligned", phase 0); Flink starts
+  one flusher thread per task, so each source keeps its own phase ("spread": source i at i / sources of a linger).
 * Credits. Each (source, worker) channel may have `credits` buffers in flight (Flink's credit-based flow control);
   an ack returns one. A full buffer whose channel has no credit blocks the source: it routes nothing more until an
   ack comes (backpressure), while buffers of other channels still go out on time.
@@ -50,6 +52,15 @@ class Buffer:
     sent_s: float
 
 
+def flush_phase_s(spec: TopologySpec, index: int) -> float:
+    """Where source `index`'s flush ticks fall within a linger (s): 0 for every source when aligned (Storm's one
+    flush timer per process), evenly spread over the linger when each source flushes on its own (Flink's flusher
+    thread per task)."""
+    if spec.flush_phase == "spread":
+        return index / spec.sources * spec.linger_ms / 1e3
+    return 0.0
+
+
 def check_routed(chosen: np.ndarray, size: int, pool: int, active: int, draining: frozenset = frozenset()) -> None:
     """Reject a routing that has the wrong shape, leaves the pool, or uses a worker that left (unless draining)."""
     if chosen.shape != (size,):
@@ -84,6 +95,7 @@ class SourceNode:
         end_s: float | None = None,
         draining: Callable[[], frozenset] | None = None,
         spout_pending: int | None = None,
+        phase_s: float = 0.0,
     ) -> None:
         self.index = index
         self.grouping = grouping
@@ -93,6 +105,10 @@ class SourceNode:
         self.pool, self.active = pool, active
         self.batch_size, self.linger_s, self.credits, self.end_s = batch_size, linger_s, credits, end_s
         self.spout_pending = spout_pending
+        tell = getattr(grouping, "set_buffer_tuples", None)
+        if tell is not None:  # a grouping that counts a channel's load in buffers (Flink's adaptive partitioner)
+            tell(batch_size)
+        self.phase_s = phase_s  # where this source's flush ticks fall within a linger (its flusher's own clock)
         self.pending = 0  # tuples routed and not yet acked (buffered or in flight)
         self.max_pending_tuples = 0
         self.draining = draining or frozenset
@@ -111,6 +127,11 @@ class SourceNode:
         # buffers released without feedback, which the channel's next ack reports as acked
         self._sizes: list[deque[int]] = [deque() for _ in range(pool)]
         self._released = np.zeros(pool, np.int64)
+        # a grouping that weighs what each worker has taken from its channel (Flink's adaptive partitioner)
+        self._sees_channels = getattr(grouping, "see_channels", None)
+        self._sent = np.zeros(pool, np.int64)  # tuples sent on each channel
+        self._sent_at_ack = np.zeros(pool, np.int64)  # ... when its latest ack landed
+        self._taken = np.zeros(pool, np.int64)  # ... when the ack before it landed: what its worker has taken
         self.batches = 0  # buffers sent
         self.route_calls = 0
         self.acks = 0
@@ -130,7 +151,7 @@ class SourceNode:
         engine builds it."""
         return cls(index, grouping, keys, arrivals, pool=pool, active=active, batch_size=spec.batch_size,
                    linger_s=spec.linger_ms / 1e3, credits=spec.max_pending, end_s=spec.duration, draining=draining,
-                   spout_pending=spec.max_spout_pending)
+                   spout_pending=spec.max_spout_pending, phase_s=flush_phase_s(spec, index))
 
     # --- what the engine asks
 
@@ -222,30 +243,35 @@ class SourceNode:
     def _tick_at_or_after(self, t: float) -> float:
         if not self.linger_s > 0:
             return t
-        k = max(1, math.ceil(t / self.linger_s - 1e-9))  # the first tick is one linger after the start
-        return float(k * self.linger_s)
+        # the first tick is one linger after the source's phase
+        k = max(1, math.ceil((t - self.phase_s) / self.linger_s - 1e-9))
+        return float(k * self.linger_s + self.phase_s)
 
     def _ticks_at_or_after(self, t: np.ndarray) -> np.ndarray:
         """`_tick_at_or_after` of each arrival: the model routes a tuple no earlier than that."""
         if not self.linger_s > 0:
             return t
-        return np.maximum(1.0, np.ceil(t / self.linger_s - 1e-9)) * self.linger_s
+        return np.maximum(1.0, np.ceil((t - self.phase_s) / self.linger_s - 1e-9)) * self.linger_s + self.phase_s
 
     def _tick_after(self, now: float) -> float:
         if not self.linger_s > 0:
             return now
-        return float((math.floor(now / self.linger_s + 1e-9) + 1) * self.linger_s)
+        return float((math.floor((now - self.phase_s) / self.linger_s + 1e-9) + 1) * self.linger_s + self.phase_s)
 
     def _last_tick(self, now: float) -> float:
         if not self.linger_s > 0:
             return now
-        k = math.floor(now / self.linger_s + 1e-9)
-        return float(k * self.linger_s) if k >= 1 else -math.inf
+        k = math.floor((now - self.phase_s) / self.linger_s + 1e-9)
+        return float(k * self.linger_s + self.phase_s) if k >= 1 else -math.inf
 
     def on_ack(self, worker: int, fields: tuple[float, float, float, float, int], now: float) -> bool:
         """An ack from `worker` landed at `now`: its channel gets a credit back, and the piggybacked fields wait for
         the grouping's next routing. True if the source should step now (the credit lets a waiting buffer out)."""
         self.in_flight[worker] -= 1
+        # a worker shared by sources takes all of a channel's data when it comes back to it: by the time it acks our
+        # buffer, it has taken what we had sent when it came back to us, about when its previous ack to us left
+        self._taken[worker] = self._sent_at_ack[worker]
+        self._sent_at_ack[worker] = self._sent[worker]
         self.acks += 1
         size = self._sizes[worker].popleft() if self._sizes[worker] else 0
         self.pending -= size
@@ -291,6 +317,8 @@ class SourceNode:
             lag = now - self.arrival[begin:stop]  # a source that falls behind its input shows here
             self.lag_max_s = max(self.lag_max_s, float(lag.max()))
             self.lag_sum_s += float(lag.sum())
+        if self._sees_channels is not None:
+            self._sees_channels(self._taken)
         chosen = np.asarray(self.grouping.route(self.keys[begin:stop], now), dtype=np.int32)
         self.route_calls += 1
         check_routed(chosen, take, self.pool, self.active, self.draining())
@@ -319,6 +347,7 @@ class SourceNode:
         start = 0
         for w, size in zip(workers.tolist(), sizes.tolist(), strict=True):
             self._sizes[w].append(size)
+            self._sent[w] += size
             out.append(Buffer(self.index, w, self.batches, positions[start : start + size], now))
             self.batches += 1
             start += size

@@ -71,7 +71,8 @@ def run(sim: Any, kernel: int, report_every: int) -> None:
     states = [feedback.stand_in("kg")._state] if own else [grouping._state for grouping in learners]
     stack = stacking.stacked(states)
     si = np.zeros((S, 9), np.int64)
-    sf = np.zeros((S, 6))
+    sf = np.zeros((S, 7))
+    sf[:, loop.PHASE] = [node.phase_s for node in nodes]
     sf[:, loop.CLOCK] = -np.inf
     sf[:, loop.WAKE_AT] = np.inf
     g = np.zeros(10, np.int64)

@@ -43,7 +43,7 @@ forget_caches_of_another_layout(_here, also=(_here.parent / "model", Path(groupi
 K_SEND, K_ARRIVE, K_DONE, K_ACK, K_CONTROL = 0, 1, 2, 3, 4
 # per-source integer state (si[s, .]) and float state (sf[s, .])
 ROUTED, PENDING, MAX_PENDING, BATCHES, ROUTE_CALLS, ACKS, BLOCKED, TOKEN, WIRED = range(9)
-BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT = range(6)
+BLOCKED_S, BLOCKED_AT, CLOCK, LAG_MAX, LAG_SUM, WAKE_AT, PHASE = range(7)
 # run-wide integers (g[.]): tuples queued, events processed, events scheduled, batch rows, error and its value,
 # the most marks a worker's meter kept, signals the delegation delivered, a controller's period due in Python,
 # and the source (+1) whose step stopped for Gedik's counters to grow, to go on with once they have
@@ -102,13 +102,13 @@ def _next_wakeup(s, now, src, chan, si, sf, cfg_i, cfg_f):
     t = np.inf
     some = False
     if sendable:
-        t = min(t, tick_after(now, linger))
+        t = min(t, tick_after(now, linger, sf[s, PHASE]))
         some = True
     if not _exhausted(s, src, si, sf, cfg_i, cfg_f) and not si[s, BLOCKED] and not cfg_i[6]:
         arrival = _part(src[2], src[0], s)
         routed = si[s, ROUTED]
         first = arrival[routed]
-        t = min(t, max(first, tick_at_or_after(first, linger)))
+        t = min(t, max(first, tick_at_or_after(first, linger, sf[s, PHASE])))
         last = min(routed + batch - most, arrival.size) - 1
         t = min(t, arrival[max(last, routed)])
         if not np.isnan(end):
@@ -160,9 +160,10 @@ def _send_due(s, now, full_only, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f,
     head, tail, held, oldest, in_flight, max_in_flight, opened = chan
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
     workers, sizes, positions = scratch[2], scratch[3], scratch[4]
-    cut, _ = _cut_due_into(last_tick(now, linger), full_only, exhausted, batch, credits, _part(src[2], src[0], s),
-                           _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], opened[s],
-                           in_flight[s], max_in_flight[s], workers, sizes, positions)
+    tick = last_tick(now, linger, sf[s, PHASE])
+    cut, _ = _cut_due_into(tick, full_only, exhausted, batch, credits, _part(src[2], src[0], s),
+                           _part(src[3], src[0], s), head[s], tail[s], held[s], oldest[s], opened[s], in_flight[s],
+                           max_in_flight[s], workers, sizes, positions)
     sizes_in_flight, first_in_flight, count_in_flight = ring
     wire = _part(src[4], src[0], s)
     start = 0
@@ -297,7 +298,7 @@ def _land(s, w, now, heap, g, src, chan, ring, si, sf, cfg_i, cfg_f, fb, signal)
     if cfg_i[8]:
         inbox.to_inbox(fb[1], fb[2], fb[3], s, w, signal, size, fb[9])
     exhausted = _exhausted(s, src, si, sf, cfg_i, cfg_f)
-    due = held[s, w] >= batch or oldest[s, w] <= last_tick(now, cfg_f[0]) or exhausted
+    due = held[s, w] >= batch or oldest[s, w] <= last_tick(now, cfg_f[0], sf[s, PHASE]) or exhausted
     waiting = held[s, w] > 0 and in_flight[s, w] == credits - 1 and due
     # done (nothing held or in flight once the input is exhausted) is asked last: it looks at every channel
     if si[s, BLOCKED] or waiting or (exhausted and not channel_state(held[s], in_flight[s], credits, batch,
