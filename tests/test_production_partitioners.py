@@ -71,7 +71,7 @@ def test_reports_built_without_acked_counts_carry_zeros():
 
 NAMES = ["flink_adaptive", "kafka_adaptive"]
 DEFAULTS = {
-    "flink_adaptive": {"max_traverse": 4},  # taskmanager.network.adaptive-partitioner.max-traverse-size
+    "flink_adaptive": {"max_traverse": 4, "buffer_tuples": 0},  # max-traverse-size; 0: the run's --batch-size
     # batch.size is the command line's buffer; adaptive partitioning on, availability timeout off (Kafka's defaults)
     "kafka_adaptive": {"batch": CLI_BATCH_SIZE, "adaptive": True, "availability_timeout_ms": 0.0},
 }

@@ -106,33 +106,46 @@ class PyFlinkAdaptive:
 
         self.name, self.n, self.seed = "flink_adaptive", workers, seed
         self.params = resolve("flink_adaptive", lookup("flink_adaptive").params, workers, params)
-        self.backlog = [0] * workers
+        self.routed, self.acked = [0] * workers, [0] * workers
+        self.size = max(1, self.params["buffer_tuples"])
         self.cursor = -1
 
+    @property
+    def backlog(self) -> list[int]:
+        """The tuples unacked on each channel."""
+        return [r - min(a, r) for r, a in zip(self.routed, self.acked, strict=True)]
+
+    def _load(self, c: int) -> tuple[int, int]:
+        """(buffers held, tuples unread) of channel c."""
+        r, a = self.routed[c], min(self.acked[c], self.routed[c])
+        return -(-r // self.size) - a // self.size, r - a
+
     def route(self, keys: np.ndarray, now: float | None = None) -> np.ndarray:
-        """Each tuple to the first idle, else the least backlogged (first on ties), of the next channels."""
+        """Each tuple to the first idle, else the least loaded (first on ties), of the next channels."""
         out = []
         for _ in keys:
             best = -1
             for i in range(1, min(self.params["max_traverse"], self.n) + 1):
                 c = (self.cursor + i) % self.n
-                if self.backlog[c] == 0:
+                if self._load(c)[0] == 0:
                     best = c
                     break
-                if best < 0 or self.backlog[c] < self.backlog[best]:
+                if best < 0 or self._load(c) < self._load(best):
                     best = c
-            self.backlog[best] += 1
+            self.routed[best] += 1
             self.cursor = best
             out.append(best)
         return np.array(out, dtype=np.int32)
 
     def feedback(self, report: AckReport) -> None:
-        """Acked tuples leave their channel's backlog, never below zero."""
-        self.backlog = [max(0, b - a) for b, a in zip(self.backlog, _acked_by(report, self.n), strict=True)]
+        """Acked tuples leave their channel's load, never more than it was sent."""
+        self.acked = [min(a + got, r) for a, got, r in zip(self.acked, _acked_by(report, self.n), self.routed,
+                                                              strict=True)]
 
     def resize(self, workers: int) -> None:
         """A newcomer has no backlog; a cursor past the end starts before channel 0 again."""
-        self.backlog = (self.backlog + [0] * workers)[:workers]
+        self.routed = (self.routed + [0] * workers)[:workers]
+        self.acked = (self.acked + [0] * workers)[:workers]
         self.cursor = self.cursor if self.cursor < workers else -1
         self.n = workers
 
