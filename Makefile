@@ -8,7 +8,9 @@ GROUPING ?= cg
 ENGINE   ?= ray
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-all tools lint lock bench table1 clean
+FLINK_STAMP := $(VENV)/.flink
+
+.PHONY: run test test-all tools flink lint lock bench table1 clean
 
 # the lock is the only place versions are chosen: pip installs exactly its pins, each checked against its hashes
 $(STAMP): pyproject.toml requirements.lock
@@ -22,6 +24,8 @@ $(STAMP): pyproject.toml requirements.lock
 lock: $(STAMP)
 	$(PY) -m uv pip compile pyproject.toml --extra dev --extra bench --universal --fork-strategy fewest \
 		--generate-hashes --upgrade --quiet -o requirements.lock
+	$(PY) -m uv pip compile requirements-flink.in --universal --generate-hashes --upgrade --quiet \
+		-o requirements-flink.lock
 
 # the command line's defaults: Fig. 8 of Consistent Grouping (10 workers, three 5x faster) at 80% load, on Ray actors
 run: $(STAMP)
@@ -34,6 +38,15 @@ test: $(STAMP)
 # the system tools some tests use (Java 17 for Spark, Prometheus), as CI installs them: needs root (sudo make tools)
 tools:
 	.ci/tools
+
+# --engine flink: Flink 2.3's jars (the `flink` extra, 330 MB, pinned with hashes in requirements-flink.lock) and the
+# topology job compiled once against them (needs a JDK 17+: `sudo make tools`)
+flink: $(FLINK_STAMP)
+
+$(FLINK_STAMP): $(STAMP) requirements-flink.lock topo/flink_engine/TopologyJob.java
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements-flink.lock
+	$(PY) -m topo.flink_engine.install
+	touch $(FLINK_STAMP)
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m ''

@@ -159,7 +159,7 @@ SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift
                               "cg-capacity-change", "cg-virtual-workers", "albic-periods", "production-vs-papers",
                               "gedik-sigma", "dchoices-storm", "dchoices-storm-ray", "cg-storm-memory", "albic-cola",
                               "albic-scale-in", "albic-wikipedia", "storm-deployments", "albic-cap",
-                              "ray-recovery", "ray-overload"})
+                              "ray-recovery", "ray-overload", "flink-check"})
 
 
 _QUICK: dict = {}  # the session's quick runs, started ahead at collection when selected tests read them
@@ -203,9 +203,20 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if reasons:
         tools = sorted({reason.split(": ", 2)[-1] for reason in reasons})
         terminalreporter.write_line(f"skipped {len(reasons)} tests that need a system tool ({'; '.join(tools)}): "
-                                    "`sudo make tools` installs what CI installs (Java 17, Prometheus)", yellow=True)
+                                    "`sudo make tools` and `make flink` install what CI installs (a JDK 17, "
+                                    "Prometheus, Flink's jars)", yellow=True)
 
 
 def experiment_params(names) -> list:
-    """Experiment names as test parameters, those in SLOW_EXPERIMENTS marked slow."""
-    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_EXPERIMENTS else n for n in names]
+    """Experiment names as test parameters, those in SLOW_EXPERIMENTS marked slow, those that run Flink skipped with
+    one line where it is missing."""
+    import experiments
+    from topo.flink_engine.install import missing
+
+    def marks(n: str) -> list:
+        found = [pytest.mark.slow] if n in SLOW_EXPERIMENTS else []
+        if experiments.get(n).on_flink and (why := missing()):
+            found.append(pytest.mark.skip(reason=f"{MISSING_TOOL}: {why}"))
+        return found
+
+    return [pytest.param(n, marks=marks(n)) for n in names]

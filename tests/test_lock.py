@@ -13,9 +13,9 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _pins() -> dict[str, list[tuple[str, str | None, int]]]:
-    """name -> [(version, marker or None, hashes)] of requirements.lock."""
-    text = (ROOT / "requirements.lock").read_text()
+def _pins(lock: str = "requirements.lock") -> dict[str, list[tuple[str, str | None, int]]]:
+    """name -> [(version, marker or None, hashes)] of a lock file."""
+    text = (ROOT / lock).read_text()
     pins: dict[str, list] = {}
     for block in re.split(r"\n(?=[a-z0-9])", text):
         head = block.split("\\", 1)[0].strip()
@@ -28,7 +28,9 @@ def _pins() -> dict[str, list[tuple[str, str | None, int]]]:
 
 def test_every_dependency_is_pinned_within_its_range_with_hashes():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    # the flink extra (330 MB of jars, no Python dependency) has a lock of its own, which `make flink` installs
+    extras = project["optional-dependencies"]
+    wanted = project["dependencies"] + [d for name, extra in extras.items() if name != "flink" for d in extra]
     pins = _pins()
     for line in wanted:
         req = Requirement(line)
@@ -39,6 +41,10 @@ def test_every_dependency_is_pinned_within_its_range_with_hashes():
             assert hashes > 0
             assert marker is None or Marker(marker)  # a marker pip can read
     assert all(h > 0 for versions in pins.values() for _, _, h in versions)
+    flink = _pins("requirements-flink.lock")
+    for line in extras["flink"]:
+        req = Requirement(line)
+        assert [req.specifier.contains(v) and h > 0 for v, _, h in flink[req.name]] == [True]
 
 
 def test_the_numbers_deciding_packages_have_one_version_on_this_python():
@@ -54,6 +60,7 @@ def test_the_numbers_deciding_packages_have_one_version_on_this_python():
 def test_no_install_step_chooses_a_version_of_its_own():
     make = (ROOT / "Makefile").read_text()
     assert "--require-hashes -r requirements.lock" in make and "--no-deps --no-build-isolation -e ." in make
+    assert "--require-hashes --no-deps -r requirements-flink.lock" in make
     for path in [ROOT / "Makefile", *(ROOT / "clusters").glob("*.yaml")]:
         for line in path.read_text().splitlines():
             if "pip install" in line and "boto3" not in line:  # boto3: the AWS launcher's own, on the head only

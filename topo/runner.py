@@ -41,6 +41,10 @@ def check(spec: TopologySpec) -> None:
             from topo.ray_engine.local import check_address
 
             check_address(spec.address)
+    if spec.engine == "flink":
+        from topo.flink_engine.settings import check_supported
+
+        check_supported(spec)
     try:
         operators.make(spec.operator, **spec.operator_params)
     except ValueError as exc:
@@ -101,6 +105,10 @@ def _engine(spec: TopologySpec, run_id: str | None = None):
             sp, st, progress=progress, address=sp.address, work=sp.work, chaos=sp.chaos, placement=sp.placement,
             metrics_port=sp.metrics_port, run_id=run_id,
         )
+    if spec.engine == "flink":
+        from topo.flink_engine import run_flink
+
+        return lambda sp, st, progress=None: run_flink(sp, st, progress=progress)
     from topo.sim import simulate
 
     return lambda sp, st, progress=None: simulate(sp, st, progress=progress)

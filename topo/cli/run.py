@@ -12,24 +12,31 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from topo.cli.values import (  # noqa: F401 (UsageError and DEFAULT_LOAD: the commands' shared names)
+    DEFAULT_LOAD,
+    UsageError,
+    parse_capacities,
+    parse_chaos,
+    parse_params,
+    parse_rate,
+    seed_value,
+    time_scale_value,
+)
 from topo.errors import RunFailed
 from topo.ray_engine.work import CPU_BUDGET, MAX_CORE_SHARE
 from topo.ray_engine.work_cgroup import QUOTA_BASE_CORES, QUOTA_HEADROOM
-from topo.spec import CLI_BATCH_SIZE, CLI_LINGER_MS, RAY_TRANSIT_MS, SpecError, TopologySpec
+from topo.spec import FLUSH_PHASES, RAY_TRANSIT_MS, SpecError, TopologySpec
+from topo.styles import HELP as STYLE_HELP
+from topo.styles import STYLES, default_style, setting
 
-ENGINES = ("sim", "ray")
+ENGINES = ("sim", "ray", "flink")
 EXIT_USAGE = 2
 EXIT_FAILED = 1  # a run that started and could not finish (not the user's mistake)
 # a newcomer's first run: Fig. 8 of Consistent Grouping, ten workers of which three are 5x faster, at a load they
 # can sustain (80% of what they serve together), 50k messages of a skewed stream: about 3 s of input
 DEFAULT_WORKERS = 10
 DEFAULT_CAPACITIES = "5,5,5,1,1,1,1,1,1,1"
-DEFAULT_LOAD = 0.8
 FIRST_RUN_STREAM = "zipf:z=1.0224,keys=100000,messages=50000,seed=7"
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -119,17 +126,30 @@ def add_topology_options(p: argparse.ArgumentParser) -> None:
                    help="seed of every random choice in the run, an integer >= 0")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="params",
                    help="a grouping parameter, e.g. eps=0.01 or theta=0.02; repeat for several")
-    p.add_argument("--batch-size", type=int, default=CLI_BATCH_SIZE, metavar="TUPLES",
+    p.add_argument("--style", default=None, choices=tuple(STYLES), metavar="NAME",
+                   help="whose defaults --batch-size, --linger-ms, --max-pending, --flush-phase and --transit-ms take "
+                        "when not given: " + "; ".join(f"{k}: {v}" for k, v in STYLE_HELP.items())
+                        + "; default: flink with --engine flink, emulator otherwise")
+    p.add_argument("--batch-size", type=int, default=None, metavar="TUPLES",
                    help="capacity of a source's output buffer to one worker: a full buffer is sent at once (Flink's "
-                        "network buffer, Storm 2's producer batch size)")
-    p.add_argument("--linger-ms", type=float, default=CLI_LINGER_MS, metavar="MS",
+                        "network buffer, Storm 2's producer batch size); default: the --style's (emulator 1000, "
+                        "flink 1024)")
+    p.add_argument("--linger-ms", type=float, default=None, metavar="MS",
                    help="flush interval: every this many milliseconds a source sends every non-empty buffer, so no "
                         "tuple waits in a buffer longer (Flink's buffer timeout, Storm 2's flush interval); 0 sends "
-                        "every buffer at once")
-    p.add_argument("--max-pending", type=int, default=16, metavar="BUFFERS",
+                        "every buffer at once; default: the --style's (emulator 20, flink 100)")
+    p.add_argument("--flush-phase", default=None, choices=FLUSH_PHASES,
+                   help="where each source's flush ticks fall: aligned (every source at k x --linger-ms, as Storm's "
+                        "one flush timer per worker process) or spread (source i at i / sources of a linger later, "
+                        "as Flink's flusher thread per task keeps its own phase); default: the --style's (emulator "
+                        "aligned, flink spread)")
+    p.add_argument("--max-pending", type=int, default=None, metavar="BUFFERS",
                    help="credits per source-worker channel: buffers in flight from one source to one worker before "
                         "that channel waits for an ack; a full buffer without credit blocks its source "
-                        "(backpressure)")
+                        "(backpressure; Flink's buffers per channel); default: the --style's (emulator 16, flink 10)")
+    p.add_argument("--flink-rebalance", action="store_true",
+                   help="with --engine flink and --grouping sg: Flink's own rebalance() (round robin from a random "
+                        "channel per source) instead of the emulator's shuffle choices")
     p.add_argument("--max-spout-pending", type=int, default=None, metavar="TUPLES",
                    help="tuples a source may have routed and not yet acked, over all its channels, before it waits "
                         "for acks (Storm's topology.max.spout.pending: the run becomes a closed loop of sources x "
@@ -139,8 +159,9 @@ def add_topology_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transit-ms", type=float, default=None, metavar="MS",
                    help="simulator only: the Ray engine's own time to carry a buffer to its worker, and an ack "
                         f"back, in milliseconds, added to each trip; default: {RAY_TRANSIT_MS:g} with --engine sim "
-                        "(the median Ray takes on a 2-core machine), so the simulator predicts the actors; 0 models "
-                        "an ideal transport; refused with --engine ray, where the transit is real")
+                        "and the emulator --style (the median Ray takes on a 2-core machine), so the simulator "
+                        "predicts the actors; 0 models an ideal transport (the flink --style's default); refused "
+                        "with --engine ray, where the transit is real")
     p.add_argument("--capacity-schedule", default=None, metavar="AT:C1,C2,...;...",
                    help="capacity changes during the run: AT is a message count (6e6) or seconds (2.5s), then one "
                         "capacity per worker, e.g. '6e6:1,1,5,5;12e6:5,5,1,1'; default: capacities never change")
@@ -223,74 +244,6 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                         "--metrics-export-port, 8080 in clusters/*.yaml); default: off")
 
 
-def seed_value(text: str) -> int:
-    """A --seed: numpy seeds only with whole numbers >= 0, so anything else is refused before a run starts."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got '{text}'")
-    return value
-
-
-def time_scale_value(text: str) -> float | str:
-    """A --time-scale: 'auto', or a number >= 1."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 1 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 1 or auto, got '{text}'")
-    return value
-
-
-def parse_capacities(text: str | None) -> tuple[float, ...] | None:
-    """'1,1,0.3' -> (1.0, 1.0, 0.3); one clear error for anything else."""
-    if text is None:
-        return None
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise UsageError(f"--capacities '{text}': expected comma-separated numbers such as 1,1,0.3") from None
-    return values
-
-
-def parse_params(items: list[str]) -> dict[str, str]:
-    """['eps=0.3', 'vw=10'] -> {'eps': '0.3', 'vw': '10'}; values stay strings, the grouping coerces them."""
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise UsageError(f"--set '{item}': expected KEY=VALUE, e.g. --set eps=0.01")
-        params[key.strip()] = value.strip()
-    return params
-
-
-def parse_chaos(items: list[str]) -> tuple[tuple[str, int | None, float], ...]:
-    """['kill-worker:2@5', 'kill-aggregator@3'] -> (('kill-worker', 2, 5.0), ('kill-aggregator', None, 3.0))."""
-    from topo.chaos import parse_event
-
-    return tuple(parse_event(item) for item in items)
-
-
-def parse_rate(text: str | None, capacities: tuple[float, ...] | None, workers: int, cost_ms: float) -> float | None:
-    """'max' -> None (saturating); a number -> tuples/s; no value -> DEFAULT_LOAD of the workers' total capacity."""
-    if text is None:
-        if not cost_ms > 0:
-            return None
-        total = sum(capacities) if capacities is not None else float(workers)
-        return DEFAULT_LOAD * total / (cost_ms / 1e3)
-    if text.strip().lower() == "max":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(f"--rate '{text}': expected tuples per second (e.g. 17600) or 'max'") from None
-
-
 def _canonical(name: str) -> str:
     """The registered spelling of a grouping's name (`flink-adaptive` -> `flink_adaptive`); unknown names stay as
     typed, for the check that reports them."""
@@ -311,16 +264,21 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     scale_schedule = parse_scale_schedule(args.scale_schedule)
     most = max([args.workers, *(int(c.value) for c in scale_schedule)])
     capacity_schedule = parse_capacity_schedule(args.capacity_schedule, most)
+    style = args.style or default_style(args.engine)
+
+    def given(name: str):  # the user's value, else the style's
+        value = getattr(args, name)
+        return setting(style, name, args.engine) if value is None else value
+
     return TopologySpec(
         grouping=_canonical(args.grouping), engine=args.engine, workers=args.workers, sources=args.sources,
         capacities=parse_capacities(args.capacities), stream=args.stream, operator=args.operator,
         cost_ms=args.cost_ms, duration=args.duration, seed=args.seed,
         rate=parse_rate(args.rate, parse_capacities(args.capacities), args.workers, args.cost_ms),
         params=parse_params(args.params), operator_params=parse_params(args.operator_params),
-        batch_size=args.batch_size,
-        linger_ms=args.linger_ms,
-        max_pending=args.max_pending, max_spout_pending=args.max_spout_pending, net_delay_ms=args.net_delay_ms,
-        transit_ms=(RAY_TRANSIT_MS if args.engine == "sim" else 0.0) if args.transit_ms is None else args.transit_ms,
+        batch_size=given("batch_size"), linger_ms=given("linger_ms"), flush_phase=given("flush_phase"),
+        max_pending=given("max_pending"), max_spout_pending=args.max_spout_pending, net_delay_ms=args.net_delay_ms,
+        transit_ms=given("transit_ms"), flink_rebalance=args.flink_rebalance,
         sample_interval_s=args.sample_interval,
         capacity_schedule=capacity_schedule, scale_schedule=scale_schedule,
         migration_ms_per_key=args.migration_ms_per_key, aggregate_every_s=args.aggregate_every,
