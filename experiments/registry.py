@@ -19,26 +19,28 @@ class Experiment:
     run: Callable[[Path, bool], dict]
     on_ray: bool = False  # runs Ray actors (a local Ray starts unless one is already up)
     volatile: tuple[str, ...] = ()  # suffixes of the numbers' keys that hold wall-clock times (never compared)
+    on_flink: bool = False  # runs Flink jobs (`make flink`)
 
     @property
     def deterministic(self) -> bool:
         """Its quick numbers, but for the volatile ones, are the same on every run (`reproduce.py --check`)."""
-        return not self.on_ray
+        return not (self.on_ray or self.on_flink)
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
 def register(
-    name: str, paper: str, claim: str, on_ray: bool = False, volatile: tuple[str, ...] = ()
+    name: str, paper: str, claim: str, on_ray: bool = False, volatile: tuple[str, ...] = (), on_flink: bool = False
 ) -> Callable[[Callable[[Path, bool], dict]], Callable]:
     """Decorator: add a `run(out_dir, quick) -> dict` function to the registry under `name` (`on_ray`: it runs Ray
-    actors; `volatile`: suffixes of the keys of its numbers that are wall-clock times)."""
+    actors; `volatile`: suffixes of the keys of its numbers that are wall-clock times; `on_flink`: it runs Flink
+    jobs)."""
 
     def wrap(fn: Callable[[Path, bool], dict]) -> Callable[[Path, bool], dict]:
         if name in EXPERIMENTS:
             raise ValueError(f"experiment {name!r} is registered twice")
-        EXPERIMENTS[name] = Experiment(name, paper, claim, fn, on_ray, volatile)
+        EXPERIMENTS[name] = Experiment(name, paper, claim, fn, on_ray, volatile, on_flink)
         return fn
 
     return wrap
