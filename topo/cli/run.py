@@ -82,7 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grouping", default="cg", metavar="NAME",
                    help=f"partitioning strategy, one of: {', '.join(groupings.names())}")
     p.add_argument("--engine", default="ray", choices=ENGINES,
-                   help="ray = sources and workers as Ray actors (real time); sim = discrete-event simulator (fast)")
+                   help="ray = sources and workers as Ray actors (real time); sim = discrete-event simulator (fast); "
+                        "flink = a real Apache Flink 2.3 job on a local MiniCluster (real time; `make flink` installs "
+                        "it), which takes Flink's defaults (--style flink) and runs the groupings without feedback and "
+                        "flink_adaptive")
     add_topology_options(p)
     add_ray_options(p)
     p.add_argument("--out", default=None, metavar="DIR",
