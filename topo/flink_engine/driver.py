@@ -12,6 +12,7 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import groupings
 import operators
 from operators.wordcount import WordCountState
 from topo.data.streams import Stream
-from topo.errors import SpecError
+from topo.errors import RunFailed
 from topo.flink_engine.install import FLINK_VERSION, flink
 from topo.flink_engine.settings import check_supported, routing_mode
 from topo.model.inputs import arrival_times, source_keys, source_seed, source_share
@@ -85,8 +86,10 @@ def _inputs(spec: TopologySpec, stream: Stream, work: Path, mode: str) -> tuple[
 def _properties(spec: TopologySpec, mode: str) -> str:
     service_ns = [round(spec.cost_ms / c * 1e6) for c in spec.capacity_list]
     channels = spec.sources * spec.workers
-    # every channel's credits and its receiver's buffers, with room to spare (Flink refuses to start with too few)
-    network = max(64 << 20, channels * 16 * spec.batch_size * RECORD_BYTES)
+    # every channel's 10 buffers at its writer and 2 at its reader, and a gate's floating ones, so that no channel
+    # holds fewer buffers than Flink's own limit for want of network memory
+    segments = 12 * channels + 16 * (spec.sources + spec.workers)
+    network = max(64 << 20, segments * spec.batch_size * RECORD_BYTES)
     props = {
         "sources": spec.sources,
         "workers": spec.workers,
@@ -94,7 +97,7 @@ def _properties(spec: TopologySpec, mode: str) -> str:
         "routing": mode,
         "segment_bytes": spec.batch_size * RECORD_BYTES,
         "network_memory": f"{network}b",
-        "max_traverse": int(spec.params.get("max_traverse", 4)),
+        "max_traverse": max_traverse(spec),
         "buffer_timeout_ms": int(spec.linger_ms),
         "saturating": str(spec.rate is None).lower(),
         "end_ns": -1 if spec.duration is None else round(spec.duration * 1e9),
@@ -102,14 +105,20 @@ def _properties(spec: TopologySpec, mode: str) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
+def max_traverse(spec: TopologySpec) -> int:
+    """flink_adaptive's max_traverse as the registry resolves it (Flink's max-traverse-size), 4 otherwise."""
+    if spec.grouping != "flink_adaptive":
+        return 4
+    grouping = groupings.make(spec.grouping, workers=spec.workers, seed=spec.seed, **spec.params)
+    return int(grouping.params["max_traverse"])
+
+
 def _run_job(spec: TopologySpec, work: Path, total: int, progress: Callable[[int], None] | None) -> float:
-    """Run the job in a JVM; the JVM's wall time (s). SpecError with the job's first error line if it fails."""
+    """Run the job in a JVM; the JVM's wall time (s). RunFailed with the job's first error line if it fails."""
     job = flink()
     (work / "log4j2.properties").write_text(LOG4J.format(log=work / "flink.log"))
     cmd = [job.java, *JVM_OPENS, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}", "-cp", job.classpath(),
            "TopologyJob", str(work)]
-    import time
-
     began = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if k != "FLINK_CONF_DIR"}  # the run's options, never a user's conf
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work, env=env)
@@ -117,16 +126,21 @@ def _run_job(spec: TopologySpec, work: Path, total: int, progress: Callable[[int
     reader = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)
     reader.start()
     emitted = [0] * spec.sources
-    for line in proc.stdout:
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "emitted":
-            emitted[int(parts[1])] = int(parts[2])
-            if progress is not None:
-                progress(min(total, sum(emitted)))
-    code = proc.wait()
+    try:
+        for line in proc.stdout:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "emitted":
+                emitted[int(parts[1])] = int(parts[2])
+                if progress is not None:
+                    progress(min(total, sum(emitted)))
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted: the JVM goes with the run
+            proc.kill()
+            proc.wait()
     reader.join()
     if code != 0:
-        raise SpecError(f"--engine flink: the Flink job failed: {_first_error(errors, work / 'flink.log')}")
+        raise RunFailed(f"the Flink job failed: {_first_error(errors, work / 'flink.log')}")
     return time.perf_counter() - began
 
 
