@@ -268,10 +268,11 @@ class SourceNode:
         """An ack from `worker` landed at `now`: its channel gets a credit back, and the piggybacked fields wait for
         the grouping's next routing. True if the source should step now (the credit lets a waiting buffer out)."""
         self.in_flight[worker] -= 1
-        # a worker shared by sources takes all of a channel's data when it comes back to it: by the time it acks our
-        # buffer, it has taken what we had sent when it came back to us, about when its previous ack to us left
-        self._taken[worker] = self._sent_at_ack[worker]
-        self._sent_at_ack[worker] = self._sent[worker]
+        if self._sees_channels is not None:
+            # a worker shared by sources takes all of a channel's data when it comes back to it: by the time it acks
+            # our buffer, it has taken what we had sent when it came back to us, about when its previous ack left
+            self._taken[worker] = self._sent_at_ack[worker]
+            self._sent_at_ack[worker] = self._sent[worker]
         self.acks += 1
         size = self._sizes[worker].popleft() if self._sizes[worker] else 0
         self.pending -= size
@@ -347,7 +348,8 @@ class SourceNode:
         start = 0
         for w, size in zip(workers.tolist(), sizes.tolist(), strict=True):
             self._sizes[w].append(size)
-            self._sent[w] += size
+            if self._sees_channels is not None:  # (only a grouping that reads it pays for the count)
+                self._sent[w] += size
             out.append(Buffer(self.index, w, self.batches, positions[start : start + size], now))
             self.batches += 1
             start += size
