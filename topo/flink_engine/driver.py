@@ -56,12 +56,13 @@ def _read_columns(path: Path, count: int) -> list[np.ndarray]:
     return [raw[1 + i * n : 1 + (i + 1) * n] for i in range(count)]
 
 
-def _inputs(spec: TopologySpec, stream: Stream, work: Path, mode: str) -> tuple[list[dict], list[np.ndarray]]:
-    """Write each source's input file; return each source's grouping stats and input positions."""
+def _inputs(spec: TopologySpec, stream: Stream, work: Path, mode: str) -> tuple[list[dict], list[np.ndarray], list]:
+    """Write each source's input file; return each source's grouping stats, input positions and arrival times (s;
+    None when saturating)."""
     key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
     messages = len(key_hash)
     arrivals = arrival_times(messages, spec.rate, getattr(stream, "ts", None))
-    stats, positions = [], []
+    stats, positions, times = [], [], []
     for s in range(spec.sources):
         keys = source_keys(key_hash, s, spec.sources)
         seq = np.arange(s, messages, spec.sources, dtype=np.int64)
@@ -80,7 +81,8 @@ def _inputs(spec: TopologySpec, stream: Stream, work: Path, mode: str) -> tuple[
         at_ns = np.zeros(keys.size, np.int64) if at is None else np.round(at * 1e9).astype(np.int64)
         _write_columns(work / f"source-{s}.bin", seq, keys.view(np.int64), at_ns, to)
         positions.append(seq)
-    return stats, positions
+        times.append(at)
+    return stats, positions, times
 
 
 def _properties(spec: TopologySpec, mode: str) -> str:
@@ -152,7 +154,9 @@ def _first_error(stderr: list[str], log: Path) -> str:
     return (causes[-1] if causes else lines[-1] if lines else "no output").removeprefix("Caused by: ")[:300]
 
 
-def _source_stats(spec: TopologySpec, work: Path, positions: list[np.ndarray], at: list[np.ndarray | None]) -> list:
+def _source_stats(spec: TopologySpec, work: Path, at: list[np.ndarray | None]) -> list[dict]:
+    """Each source's stats as the headroom reads them: tuples emitted, time held by backpressure, input lag, and the
+    tuples its own thread emitted late when backpressure did not hold it."""
     stats = []
     for s in range(spec.sources):
         emitted_ns, held = _read_columns(work / f"source-{s}.out", 2)
@@ -174,15 +178,15 @@ def run_flink(spec: TopologySpec, stream: Stream, *, progress: Callable[[int], N
     mode = routing_mode(spec)
     with tempfile.TemporaryDirectory(prefix="flink-run-") as tmp:
         work = Path(tmp)
-        stats, positions = _inputs(spec, stream, work, mode)
+        stats, positions, at = _inputs(spec, stream, work, mode)
         (work / "job.properties").write_text(_properties(spec, mode))
         total = sum(p.size for p in positions)
         wall_s = _run_job(spec, work, total, progress)
-        return _result(spec, stream, work, stats, positions, wall_s)
+        return _result(spec, stream, work, stats, positions, at, wall_s)
 
 
 def _result(spec: TopologySpec, stream: Stream, work: Path, grouping_stats: list[dict],
-            positions: list[np.ndarray], wall_s: float) -> RunResult:
+            positions: list[np.ndarray], at: list[np.ndarray | None], wall_s: float) -> RunResult:
     n = spec.workers
     parts = [_read_columns(work / f"worker-{w}.bin", 4) for w in range(n)]
     seq = np.concatenate([p[0] for p in parts])
@@ -202,19 +206,18 @@ def _result(spec: TopologySpec, stream: Stream, work: Path, grouping_stats: list
         keys, counts = _read_columns(work / f"state-{w}.bin", 2)
         order = np.argsort(keys.view(np.uint64), kind="stable")
         states.append(WordCountState(keys.view(np.uint64)[order].copy(), counts[order].copy()))
-    emitted = np.sort(np.concatenate([p[: _emitted_count(work, s)] for s, p in enumerate(positions)]))
+    sources = _source_stats(spec, work, at)
+    emitted = np.sort(np.concatenate([p[: s["routed"]] for s, p in zip(sources, positions, strict=True)]))
     # the state Flink's workers really kept, merged, against the state of everything the sources emitted
-    exact = bool(op.equal(op.merge(states), op.exact(key_hash[emitted])))
+    whole = op.exact(key_hash[emitted])
+    exact = bool(op.equal(op.merge(states), whole))
     distinct = [op.distinct_keys(state) for state in states]
-    keys_total = op.distinct_keys(op.exact(key_hash[emitted]))
+    keys_total = op.distinct_keys(whole)
     caps = tuple(spec.capacity_list)
     extra = run_extras(spec, stream, log, n, [(0.0, caps)], [(0.0, n)], grouping_stats)
     extra["flink"] = {"version": FLINK_VERSION, "routing": routing_mode(spec), "buffer_timeout_ms": spec.linger_ms,
                       "buffer_bytes": spec.batch_size * RECORD_BYTES, "tuples_per_buffer": spec.batch_size,
                       "record_bytes": RECORD_BYTES, "job_wall_s": wall_s}
-    arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))
-    at = [source_share(arrivals, s, spec.sources) for s in range(spec.sources)]
-    sources = _source_stats(spec, work, positions, at)
     empty = np.empty(0)
 
     def source_stats(duration_s: float) -> list[dict]:
@@ -224,7 +227,4 @@ def _result(spec: TopologySpec, stream: Stream, work: Path, grouping_stats: list
                       keys=(distinct, keys_total, exact), extra=extra, source_stats=source_stats,
                       batches=batch_table(empty, empty, empty, empty, empty, empty))
 
-
-def _emitted_count(work: Path, s: int) -> int:
-    return int(_read_columns(work / f"source-{s}.stats", 1)[0][0])
 
