@@ -40,6 +40,7 @@ class Ahead:
     def __init__(self) -> None:
         self.pool = None
         self.pending: dict = {}
+        self.stopped: list[int] = []  # the background's processes while `paused`
 
     def submit(self, key: Hashable, fn: Callable, *args) -> None:
         if self.pool is None:
@@ -49,7 +50,18 @@ class Ahead:
     def take(self, key: Hashable):
         """The result of the computation submitted under `key` (raising what it raised), or None if none was."""
         pending = self.pending.pop(key, None)
-        return None if pending is None else pending.get()
+        if pending is None:
+            return None
+        if self.stopped and not pending.ready():
+            # a paused background cannot finish it: let it go on until it has (else the test waits forever)
+            for pid in self.stopped:
+                _signal(pid, signal.SIGCONT)
+            try:
+                pending.wait()
+            finally:
+                for pid in self.stopped:
+                    _signal(pid, signal.SIGSTOP)
+        return pending.get()
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -60,9 +72,11 @@ class Ahead:
         stopped = sorted(set().union(*(tree(pid) if READABLE else {pid} for pid in workers))) if workers else []
         for pid in stopped:
             _signal(pid, signal.SIGSTOP)
+        self.stopped = stopped
         try:
             yield
         finally:
+            self.stopped = []
             for pid in stopped:
                 _signal(pid, signal.SIGCONT)
 
