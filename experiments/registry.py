@@ -46,10 +46,20 @@ def register(
     return wrap
 
 
+PAPERS = ("gedik", "consistent_grouping", "dchoices", "fish", "albic", "engines")  # one folder per paper, and one
+# for the engines and the production groupings; experiments that read every folder sit at the top
+INFRASTRUCTURE = ("registry", "common", "routing", "provenance", "quoted", "topologies")
+
+
 def _load_all() -> None:
-    # every module of this package that is not infrastructure defines experiments
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name not in ("registry", "common", "routing", "provenance", "quoted", "fish_time"):
+    # every module of a paper's folder, and every top-level module that is not infrastructure, defines experiments;
+    # the folders load in the papers' order, so the registry lists them that way
+    root = Path(__file__).parent
+    for folder in PAPERS:
+        for info in sorted(pkgutil.iter_modules([str(root / folder)]), key=lambda i: i.name):
+            importlib.import_module(f"experiments.{folder}.{info.name}")
+    for info in pkgutil.iter_modules([str(root)]):
+        if not info.ispkg and info.name not in INFRASTRUCTURE:
             importlib.import_module(f"experiments.{info.name}")
 
 

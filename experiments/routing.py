@@ -14,8 +14,8 @@ import numpy as np
 from scipy.optimize import brentq
 
 import groupings
-from experiments.adaptive import WP_LIKE
 from experiments.common import stream
+from experiments.topologies import WP_LIKE
 from topo.data.streams import Stream
 from topo.data.zipf import zipf_p1
 from topo.model.inputs import source_seed, source_share

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
-from experiments.table1 import markdown, plot, table1  # noqa: E402
+from experiments.consistent_grouping.table1 import markdown, plot, table1  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -240,7 +240,7 @@ def test_balanced_partition_does_not_depend_on_the_eigenbasis_lapack_returns(mon
 ROOT = Path(__file__).resolve().parents[1]
 COLA_BY_KERNEL = """
 import hashlib, numpy as np
-from experiments.albic_chain import MEAN_NODE, one_to_one, spread
+from experiments.albic.chain import MEAN_NODE, one_to_one, spread
 from groupings import collocation
 rng = np.random.default_rng(3)
 out = one_to_one(200, 0.5, rng)

@@ -10,13 +10,13 @@ import time
 import pytest
 import ray
 
-from experiments.recovery import STREAM, chaos_spec, kill_event, matrix_cells
+from experiments.engines.recovery import STREAM, chaos_spec, kill_event, matrix_cells
 from topo.data.streams import stream_from_spec
 from topo.errors import RunFailed
 from topo.ray_engine import driver, run_ray, watch
 from topo.ray_engine.mortal import until_back
 
-spec = chaos_spec  # the chaos matrix's topology (experiments/recovery.py, whose ray-recovery records its numbers)
+spec = chaos_spec  # the chaos matrix's topology (experiments/engines/recovery.py: ray-recovery records its numbers)
 
 
 @pytest.fixture(scope="module")

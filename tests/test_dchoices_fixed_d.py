@@ -82,7 +82,7 @@ def test_bad_d_is_refused(bad):
 
 def test_routing_like_the_engine_deals_the_sources():
     # the Min-d experiment deals the stream over the sources itself; at d = n it must give route_stream's wc
-    from experiments.dchoices_figs import greedy_d_workers
+    from experiments.dchoices.figs import greedy_d_workers
     from experiments.routing import route_stream
 
     keys = zipf_keys(1.7, 2000, 20_000, seed=6)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.gedik_figs import grow_methods, zipf_keys
-from experiments.partitioning import METHODS, grow_steps
+from experiments.gedik.figs import grow_methods, zipf_keys
+from experiments.gedik.scaling import METHODS, grow_steps
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost
 
@@ -130,7 +130,7 @@ def test_gedik_build_time_directions(outputs):
 
 def test_every_reading_of_scan_changes_what_scan_builds():
     # gedik-scan-readings: each reading must reach the build (else its row would repeat ours)
-    from experiments.gedik_scan import READINGS, grow
+    from experiments.gedik.scan import READINGS, grow
 
     keys, pmf = zipf_keys(1.0, 5_000, 5)
     ours = grow(keys, pmf, 8, "ours")

@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 
-from experiments.gedik_params import HASHES, RESOURCE_SETS
+from experiments.gedik.params import HASHES, RESOURCE_SETS
 from groupings.adaptive import gedik_build as gb
 
 METHODS = (*gb.BUILDS, *HASHES)

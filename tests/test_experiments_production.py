@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments.production import GROUPINGS, PRODUCTION
+from experiments.engines.production import GROUPINGS, PRODUCTION
 
 
 @pytest.mark.slow  # its quick run takes about 7 s (tests/conftest.py)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.gedik_figs import ALPHAS, REPLICAS, ring, span, than, tracked_count, zipf_keys
+from experiments.gedik.figs import ALPHAS, REPLICAS, ring, span, than, tracked_count, zipf_keys
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost

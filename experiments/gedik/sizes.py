@@ -14,7 +14,7 @@ import numpy as np
 
 import groupings
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.gedik_figs import ALPHAS, span, than, zipf_keys
+from experiments.gedik.figs import ALPHAS, span, than, zipf_keys
 from experiments.registry import register
 from groupings.adaptive import gedik_cost as gcost
 from groupings.lossy import LossyCounter

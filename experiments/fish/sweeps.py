@@ -1,6 +1,6 @@
 """FISH (paper 003) routing experiments: load balance and memory vs workers (RQ1), alpha and theta sweeps (RQ2).
 
-Only where keys go matters for these figures, so no simulator runs (as in `experiments/dchoices.py`): the
+Only where keys go matters for these figures, so no simulator runs (as in `experiments/dchoices/sweeps.py`): the
 drifting Zipf stream of `fish-drift` is dealt over SOURCES sources by `experiments.routing` (shuffle grouping
 into the sources), each source routes its share with its own grouping instance, and per-worker message counts
 and the (key, worker) pairs are counted afterwards. FISH is routed without an engine clock (`now` None): with equal
@@ -19,8 +19,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from experiments import fish_time
 from experiments.common import markdown_table, pyplot, stream, write_csv
+from experiments.fish import exec_time as fish_time
 from experiments.registry import register
 from experiments.routing import DRIFT_SOURCES as SOURCES
 from experiments.routing import drift_spec, imbalance, loads, replication, route

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.partitioning import ALPHAS, METHODS
+from experiments.gedik.scaling import ALPHAS, METHODS
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost

@@ -1,7 +1,7 @@
 """D-Choices / W-Choices (Nasir et al., ICDE 2016, paper 002): the load of each worker (Fig. 8), D-Choices' d
 against the smallest sufficient d (Fig. 9) and imbalance over time (Fig. 12).
 
-Routing only, as `experiments.dchoices`: the stream is dealt over s = 5 sources, each routes its share with its
+Routing only, as `experiments.dchoices.sweeps`: the stream is dealt over s = 5 sources, each routes its share with its
 own grouping instance and local load vector (`experiments.routing`), and loads are counted afterwards.
 Imbalance is the paper's I = max_w L_w - 1/n.
 """
@@ -16,7 +16,7 @@ from scipy.optimize import brentq
 
 import groupings
 from experiments.common import against_paper, markdown_table, pyplot, stream, write_csv
-from experiments.dchoices import EPS, KEYS, SOURCES, TRACE_KEYS
+from experiments.dchoices.sweeps import EPS, KEYS, SOURCES, TRACE_KEYS
 from experiments.registry import register
 from experiments.routing import SEED as ROUTE_SEED
 from experiments.routing import TRACE_P1, excess_share, loads, route_stream, trace_z, zipf_stream
@@ -26,7 +26,7 @@ from topo.data.streamspec import epoch_offsets
 from topo.data.zipf import zipf_pmf
 from topo.model.inputs import source_seed, source_share
 
-SEED = 3  # stream seed, as experiments.dchoices
+SEED = 3  # stream seed, as experiments.dchoices.sweeps
 
 
 def _extra(scheme: str, theta: float | None) -> dict:

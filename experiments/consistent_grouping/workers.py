@@ -1,6 +1,6 @@
 """Consistent Grouping (paper 001): imbalance and memory vs number of workers on a homogeneous cluster (Figs. 6, 9).
 
-As for the eps and sources sweeps (`experiments/cg_sweeps.py`), homogeneous workers below saturation never send
+As for the eps and sources sweeps (`sweeps.py` beside this module), homogeneous workers below saturation never send
 CG a busy or idle signal, so only where keys go matters: the stream is routed through the groupings directly.
 
   * Fig. 6 compares the allocation strategies on bins: n workers x 10 virtual workers = 50..1000 bins, one

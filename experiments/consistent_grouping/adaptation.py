@@ -1,4 +1,4 @@
-"""Adaptation experiments: heterogeneous workers and capacity changes (Consistent Grouping), drift (FISH)."""
+"""Consistent Grouping (001) adaptation: heterogeneous workers (Fig. 8) and capacities changing (Fig. 12)."""
 
 from __future__ import annotations
 
@@ -8,58 +8,14 @@ import numpy as np
 
 from experiments.common import against_paper, markdown_table, pyplot, run, series, write_csv
 from experiments.registry import register
+from experiments.topologies import (
+    cg_params,
+    fast_slow_topology,
+    latency_over_time,
+    summary_row,
+)
 from topo.results.metrics import RunResult
 from topo.schedule import Change
-from topo.spec import TopologySpec
-
-COST_MS = 0.1  # a capacity-1.0 worker serves 10,000 tuples/s
-WP_LIKE = "zipf:z=1.0224,keys=100000,messages={m},seed=7"  # p1 = 9.32%, the Wikipedia trace's
-FAST_SLOW = (5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # y = 3 workers z = 5 times faster
-UNBOUNDED = 10**6  # max pending batches: the papers' queues are unbounded, so no backpressure here
-
-
-def cg_params(grouping: str, quick: bool) -> dict:
-    """CG's time slot scaled with the run: a quick run is a fifth as long, so its slot is half the default."""
-    return {"t0": 0.01} if grouping == "cg" and quick else {}
-
-
-def rate_at(load: float, capacities: tuple[float, ...]) -> float:
-    """Input rate (tuples/s) that keeps the whole topology at `load` of its total capacity."""
-    return load * sum(capacities) * 1e3 / COST_MS
-
-
-def fast_slow_topology(messages: int) -> TopologySpec:
-    """The Consistent Grouping paper's heterogeneous setting: 10 workers, 3 of them 5x faster, 80% load."""
-    return TopologySpec(
-        engine="sim", workers=10, sources=2, capacities=FAST_SLOW, stream=WP_LIKE.format(m=messages),
-        cost_ms=COST_MS, rate=rate_at(0.8, FAST_SLOW), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
-    )
-
-
-def latency_over_time(result: RunResult, windows: int = 40) -> tuple[np.ndarray, np.ndarray]:
-    """p99 latency (ms) of the tuples arriving in each of `windows` equal time windows."""
-    log = result.log
-    edges = np.linspace(log.arrival_s.min(), log.arrival_s.max(), windows + 1)
-    which = np.clip(np.searchsorted(edges, log.arrival_s, side="right") - 1, 0, windows - 1)
-    lat = log.latency_ms
-    p99 = np.array([np.percentile(lat[which == i], 99) if np.any(which == i) else np.nan for i in range(windows)])
-    return (edges[:-1] + edges[1:]) / 2, p99
-
-
-def _summary_row(name: str, result: RunResult) -> dict:
-    s = result.summary
-    _, queues = series(result, "queue_len")
-    tail = queues[:, -max(1, queues.shape[1] // 5) :]
-    return {
-        "grouping": name,
-        "p50_ms": s["latency_ms"]["p50"],
-        "p99_ms": s["latency_ms"]["p99"],
-        "throughput_tps": s["throughput_tps"],
-        "imbalance": s["imbalance"],
-        "replication": s["replication"],
-        "max_queue_end": float(tail.max()),
-        "exact": s["exact"],
-    }
 
 
 @register(
@@ -72,7 +28,7 @@ def heterogeneity(out: Path, quick: bool) -> dict:
     messages = 200_000 if quick else 1_000_000
     base = fast_slow_topology(messages)
     results = {g: run(base.with_(grouping=g, params=cg_params(g, quick))) for g in ("kg", "sg", "pkg", "cg")}
-    rows = [_summary_row(g, r) for g, r in results.items()]
+    rows = [summary_row(g, r) for g, r in results.items()]
     write_csv(out / "heterogeneity.csv", rows)
     plt = pyplot()
     fig, (ax_q, ax_l) = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -188,7 +144,7 @@ def capacity_change(out: Path, quick: bool) -> dict:
     rows = []
     for g, r in results.items():
         changes = [c["at_s"] for c in r.summary["capacity_changes"]]
-        row = _summary_row(g, r)
+        row = summary_row(g, r)
         t, spread = offered_spread(r, window)
         back = recovery(r, changes, window)
         row["recovery_messages"] = [b["messages"] for b in back]  # one per change
@@ -226,64 +182,4 @@ def capacity_change(out: Path, quick: bool) -> dict:
             "our runs are shorter and converge faster with fewer (see cg-virtual-workers). kg, in the paper's "
             "figure, is left out: its placement ignores capacities, as in cg-heterogeneity.")
     (out / "capacity_change.md").write_text(markdown_table(rows) + against_paper(paper, note))
-    return by
-
-
-@register(
-    "fish-drift",
-    "FISH (003), RQ1/RQ5: time-evolving Zipf stream, 32 workers",
-    "fish has lower p99 latency than wc and dc, and far lower replication (memory) than sg",
-)
-def drift(out: Path, quick: bool) -> dict:
-    """Hot keys move every shift_every messages; compare latency and memory of fish, wc, dc, pkg, sg."""
-    m = 200_000 if quick else 2_000_000
-    shift = m // 10
-    workers = 32
-    caps = (1.0,) * workers
-    base = TopologySpec(
-        engine="sim", workers=workers, sources=4,
-        stream=f"drift:z=1.4,keys=100000,messages={m},shift_every={shift},seed=3",
-        cost_ms=COST_MS, rate=rate_at(0.85, caps), max_pending=UNBOUNDED, batch_size=50, linger_ms=1.0, seed=1,
-    )
-    results = {g: run(base.with_(grouping=g)) for g in ("fish", "wc", "dc", "pkg", "sg")}
-    rows = [_summary_row(g, r) for g, r in results.items()]
-    write_csv(out / "drift.csv", rows)
-    plt = pyplot()
-    fig, (ax_l, ax_m) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for g, r in results.items():
-        tl, p99 = latency_over_time(r)
-        ax_l.plot(tl, p99, label=g, ls="--" if g == "sg" else "-", lw=2.5 if g == "fish" else 1.2)
-    ax_l.set_yscale("log")
-    ax_l.set_xlabel("time (s)")
-    ax_l.set_ylabel("p99 latency (ms)")
-    ax_l.grid(alpha=0.3)
-    ax_l.legend()
-    ax_m.bar([r["grouping"] for r in rows], [r["replication"] for r in rows], color="tab:gray")
-    ax_m.set_ylabel("replication (key copies per key)")
-    fig.suptitle(f"Drifting Zipf z=1.4 (hot keys move every {shift:,} messages), {workers} workers, 85% load")
-    fig.tight_layout()
-    fig.savefig(out / "drift.png", dpi=110)
-    plt.close(fig)
-    by = {r["grouping"]: r for r in rows}
-    fish, wc, dc, sg = by["fish"], by["wc"], by["dc"], by["sg"]
-    paper = [
-        {"claim": "fish close to sg in latency", "paper": "p50 7 ms, p99 562 ms on MT in Storm, close to sg",
-         "ours": f"p50 {fish['p50_ms']:.3g} ms, p99 {fish['p99_ms']:.3g} ms (sg {sg['p50_ms']:.3g}, "
-                 f"{sg['p99_ms']:.3g} ms)"},
-        {"claim": "fish's p99 below wc's", "paper": "76.34% lower (average 87.12% lower)",
-         "ours": f"{1 - fish['p99_ms'] / wc['p99_ms']:.2%} lower"},
-        {"claim": "fish's throughput vs wc and dc", "paper": "1.32x wc, 1.48x dc",
-         "ours": f"{fish['throughput_tps'] / wc['throughput_tps']:.3g}x wc, "
-                 f"{fish['throughput_tps'] / dc['throughput_tps']:.3g}x dc"},
-        {"claim": "fish's memory vs sg", "paper": "as low as 3.34% of sg at z = 1.0, under 16% overall",
-         "ours": f"{fish['replication'] / sg['replication']:.1%} of sg's key copies "
-                 f"({fish['replication']:.3g} vs {sg['replication']:.3g} per key)"},
-    ]
-    note = ("Differences: a drifting Zipf stream (z = 1.4, 100k keys, hot keys re-ranked every tenth) stands in for "
-            "MemeTracker and Amazon, simulated at 85% load instead of a saturated Storm cluster: the input rate caps "
-            "throughput, so it only drops for groupings that fall behind (dc, pkg), and wc keeps up here. Memory is "
-            "counted as key copies per key. sg's copies are bounded by the messages per key: most of 100k keys "
-            "occur only a few times in this stream, so sg holds about 4 copies per key here against the paper's "
-            "15x to 88x of fg's memory, and fish's share of sg's cannot fall as low as 3.34%.")
-    (out / "drift.md").write_text(markdown_table(rows) + against_paper(paper, note))
     return by

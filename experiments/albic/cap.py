@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from experiments.albic_chain import albic_vs_cola, scale_in
+from experiments.albic.chain import albic_vs_cola, scale_in
+from experiments.albic.periods import periods_run
 from experiments.common import against_paper, markdown_table, write_csv
-from experiments.gedik_albic import periods_run
 from experiments.registry import register
 from groupings import milp
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.adaptive import FAST_SLOW, cg_params, fast_slow_topology, rate_at
 from experiments.common import markdown_table, pyplot, run, write_csv
 from experiments.registry import register
+from experiments.topologies import FAST_SLOW, cg_params, fast_slow_topology, rate_at
 from topo.schedule import Change
 from topo.spec import TopologySpec
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import against_paper, markdown_table, write_csv
-from experiments.gedik_figs import Reading, grow_methods, ring, tracked_count, zipf_keys
-from experiments.partitioning import plot_b_and_m
+from experiments.gedik.figs import Reading, grow_methods, ring, tracked_count, zipf_keys
+from experiments.gedik.scaling import plot_b_and_m
 from experiments.registry import register
 from groupings.adaptive import gedik_cost as gcost
 

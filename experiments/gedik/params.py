@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from experiments.common import markdown_table, pyplot, write_csv
-from experiments.gedik_albic import GEDIK_METHODS, grow_means
-from experiments.gedik_figs import span, than, tracked_count, uniform_fit
-from experiments.partitioning import grow_steps
+from experiments.gedik.figs import span, than, tracked_count, uniform_fit
+from experiments.gedik.scaling import grow_steps
+from experiments.gedik.skew import GEDIK_METHODS, grow_means
 from experiments.registry import register
 from groupings.adaptive import gedik_build as gb
 from groupings.adaptive import gedik_cost as gcost

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.adaptive import fast_slow_topology, latency_over_time, offered_spread
 from experiments.common import markdown_table, pyplot, run, series, write_csv
+from experiments.consistent_grouping.adaptation import offered_spread
 from experiments.registry import register
 from experiments.routing import imbalance, replication, route, wp_keys
+from experiments.topologies import fast_slow_topology, latency_over_time
 
 DIFFERENCE = (
     "Differences: a Zipf stream with the Wikipedia trace's p1 = 9.32% (z = 1.0224, 100k keys) stands in for WP "

@@ -33,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments import fish_time
-from experiments.adaptive import COST_MS, UNBOUNDED, rate_at
 from experiments.common import markdown_table, pyplot, run, stream, write_csv
+from experiments.fish import exec_time as fish_time
 from experiments.registry import register
 from experiments.routing import DRIFT_SOURCES as SOURCES
 from experiments.routing import drift_spec, replication, route
+from experiments.topologies import COST_MS, UNBOUNDED, rate_at
 from groupings.dchoices import find_optimal_choices
 from topo.data.zipf import zipf_pmf
 from topo.spec import TopologySpec
