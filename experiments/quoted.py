@@ -20,6 +20,8 @@ already say what the files hold, so a rerun that moves a result moves the docs w
 
 A command's printed output shown whole (the README's first run) is a copy: a code block right after
 `<!--copy results/NAME/output.txt-->` holds that file's text, trailing spaces left out, and is filled in the same way.
+A results file that is itself markdown (a table) is copied as markdown, not as a code block: everything between
+`<!--table results/NAME/FILE.md-->` and `<!--/table-->` is that file's text, trailing spaces left out.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ MARKED = re.compile(r"(?P<value>-?[\d,]*\.?\d+(?:e[-+]?\d+)?)<!--=\s*(?P<name>[\
 # a code block that copies a results file: the marker, the fence line, the body, the closing fence
 COPY = re.compile(r"(?P<head><!--copy (?P<path>results/[\w./-]+)-->\n```[^\n]*\n)(?P<body>.*?)(?P<tail>^```$)",
                   re.S | re.M)
+# markdown that copies a results file as markdown: the opening marker, the body, the closing marker
+TABLE = re.compile(r"(?P<head><!--table (?P<path>results/[\w./-]+)-->\n)(?P<body>.*?)(?P<tail>^<!--/table-->$)",
+                   re.S | re.M)
+COPIES = (COPY, TABLE)
 
 
 def pick(rows: list[dict], **match: object) -> dict:
@@ -98,7 +104,8 @@ def value(name: str, expr: str, fmt: str, root: Path = ROOT) -> str:
 
 
 def copied(path: str, root: Path = ROOT) -> str:
-    """A code block's body copying results file `path`: its lines without trailing spaces."""
+    """The body of a copy of results file `path` (a code block's, or a table's): its lines without trailing
+    spaces."""
     file = root / path
     if not file.is_file():
         raise QuoteError(f"no {path} for a copied output")
@@ -107,7 +114,8 @@ def copied(path: str, root: Path = ROOT) -> str:
 
 def fill(text: str, root: Path = ROOT) -> str:
     """`text` with every marked number as its experiment's results say, and every copy as its file holds."""
-    text = COPY.sub(lambda m: m["head"] + copied(m["path"], root) + m["tail"], text)
+    for form in COPIES:
+        text = form.sub(lambda m: m["head"] + copied(m["path"], root) + m["tail"], text)
     return MARKED.sub(lambda m: value(m["name"], m["expr"], m["fmt"], root) + m[0][len(m["value"]):], text)
 
 
@@ -120,7 +128,7 @@ def stale(root: Path = ROOT) -> list[tuple[Path, int, str, str]]:
     out = []
     for doc in documents(root):
         text = doc.read_text()
-        for m in COPY.finditer(text):
+        for m in (m for form in COPIES for m in form.finditer(text)):
             if m["body"] != copied(m["path"], root):
                 out.append((doc.relative_to(root), text.count("\n", 0, m.start("body")) + 1,
                             f"a copy of {m['path']}", "another text"))
@@ -133,8 +141,9 @@ def stale(root: Path = ROOT) -> list[tuple[Path, int, str, str]]:
 
 
 def marked(root: Path = ROOT) -> int:
-    """How many numbers the docs quote with a marker (a copied output counts as one)."""
-    return sum(len(MARKED.findall(doc.read_text())) + len(COPY.findall(doc.read_text())) for doc in documents(root))
+    """How many numbers the docs quote with a marker (a copied output or table counts as one)."""
+    return sum(len(MARKED.findall(text)) + sum(len(form.findall(text)) for form in COPIES)
+               for text in (doc.read_text() for doc in documents(root)))
 
 
 def quote(root: Path = ROOT) -> list[Path]:

@@ -48,7 +48,7 @@ def register(
 
 PAPERS = ("gedik", "consistent_grouping", "dchoices", "fish", "albic", "engines")  # one folder per paper, and one
 # for the engines and the production groupings; experiments that read every folder sit at the top
-INFRASTRUCTURE = ("registry", "common", "routing", "provenance", "quoted", "topologies")
+INFRASTRUCTURE = ("registry", "common", "routing", "provenance", "quoted", "topologies", "fidelity_rows")
 
 
 def _load_all() -> None:

@@ -104,3 +104,21 @@ def test_a_copied_output_follows_its_file(tmp_path):
     (tmp_path / "results" / "toy" / "output.txt").unlink()
     with pytest.raises(quoted.QuoteError, match="no results/toy/output.txt"):
         quoted.stale(tmp_path)
+
+
+def test_a_copied_table_follows_its_file(tmp_path):
+    doc = ("The table:\n\n<!--table results/toy/table.md-->\n| a | b |\n|---|---|\n| 1 | 2 |\n<!--/table-->\n\n"
+           "and 1.5<!--= toy n['s'] | .1f --> s.\n")
+    path = _checkout(tmp_path, doc, {"s": 1.5})
+    (tmp_path / "results" / "toy" / "table.md").write_text("| a | b |  \n|---|---|\n| 1 | 2 |\n\n")
+    assert quoted.stale(tmp_path) == [] and quoted.marked(tmp_path) == 2  # trailing spaces and lines are not copied
+    (tmp_path / "results" / "toy" / "table.md").write_text("3 rows.\n\n| a | b |\n|---|---|\n| 1 | 3 |\n")
+    assert [(str(d), line, says) for d, line, says, _ in quoted.stale(tmp_path)] == [
+        ("docs/toy.md", 4, "a copy of results/toy/table.md")]
+    assert quoted.quote(tmp_path) == [path]
+    assert path.read_text() == doc.replace("| a | b |\n|---|---|\n| 1 | 2 |\n",
+                                           "3 rows.\n\n| a | b |\n|---|---|\n| 1 | 3 |\n")
+    assert quoted.stale(tmp_path) == [] and quoted.quote(tmp_path) == []
+    (tmp_path / "results" / "toy" / "table.md").unlink()
+    with pytest.raises(quoted.QuoteError, match="no results/toy/table.md"):
+        quoted.stale(tmp_path)
