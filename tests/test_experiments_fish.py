@@ -102,3 +102,19 @@ def test_alpha_in_simulated_execution_time_on_the_papers_zf(outputs):
             # without decay the counts of past blocks hide each block's new hot key: it queues, and the run ends later
             assert no_decay["exec_vs_sg"] > default["exec_vs_sg"]
             assert no_decay["mean_vs_sg"] > 5 * default["mean_vs_sg"]
+
+
+def test_rq1_conditions_bound_every_measured_factor(outputs):
+    numbers = _files(outputs, "fish-rq1-conditions", ("conditions", "d_over_time", "summary"), "conditions.png",
+                     "conditions.md")
+    cells, trace = numbers["summary"], numbers["trace"]
+    unbounded = _cell(cells, reading="blocks", queue="unbounded", grouping="dc")
+    assert unbounded["exec_vs_fish_mean"] > 1.3 and unbounded["blocked_s_max"] == 0  # fish ahead of dc
+    closed = _cell(cells, reading="blocks", queue="pending 100", grouping="dc")
+    assert closed["blocked_s_max"] > 0  # the closed loop held the sources back
+    for row in numbers["rows"]:
+        if row["bound_vs_fish"] is not None:
+            assert row["exec_vs_fish"] <= row["bound_vs_fish"] * (1 + 1e-9), row  # the bound is one
+    first, last = trace[0], max(trace, key=lambda t: t["block"])
+    assert last["dc_d"] < first["dc_d"]  # lifetime counts dilute each block's new hot key: d falls
+    assert all(t["fish_d"] == 128 for t in trace)  # fish gives each block's hottest key every worker
