@@ -12,7 +12,7 @@ by the same K. A Ray run bounded by the engine or the host is reported, and not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ import numpy as np
 from experiments.common import markdown_table, pyplot, stream, words_stream, write_csv
 from experiments.registry import register
 from topo.results.headroom import EMULATOR
+from topo.results.metrics import RunResult
 from topo.spec import RAY_TRANSIT_MS, TopologySpec
 
 COST_MS = 1.0
@@ -28,6 +29,8 @@ AGREE_P99 = 1.5  # p99 within 1.5x ...
 AGREE_P99_MS = 20.0  # ... or within 20 ms of emulated time
 RUN_WALL_S = 40.0  # a Ray run takes about this many wall seconds at its K ...
 MIN_RUN_S = 1.0  # ... and at least this many emulated seconds of input
+FISH_EPOCH = 1000  # FISH's N_epoch: tuples a source counts before its counters decay (the paper's default)
+WARM_UP = 0.25  # the steady-state figures leave out the tuples that arrived in this first share of the input
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,19 @@ class Deployment:
     load: float | None = 0.8  # share of the workers' total capacity offered; None: a closed loop
     spout_pending: int | None = None
     params: dict = field(default_factory=dict)
+    epochs: int = 0  # FISH's epochs every source sees in both engines' runs (its first epoch is all warm-up)
 
     @property
     def rate(self) -> float | None:
         """The offered tuples/s over all sources (None: a closed loop)."""
         capacity = sum(self.capacities) if self.capacities else float(self.workers)
         return None if self.load is None else self.load * capacity / (COST_MS / 1e3)
+
+    def messages(self, seconds: float) -> int:
+        """The input's size: `seconds` of input at the offered load (10,000 messages a second in a closed loop), and
+        at least `epochs` of FISH's epochs per source."""
+        base = int(10_000 * seconds) if self.rate is None else int(seconds * self.rate)
+        return max(base, self.epochs * FISH_EPOCH * self.sources)
 
     def spec(self, grouping: str, messages: int) -> TopologySpec:
         text = (words_stream(messages).meta["spec"] if self.z is None
@@ -67,15 +77,17 @@ DEPLOYMENTS = (
     Deployment("cg-8x24-capped", 8, 24, ("kg", "pkg", "sg", "cg"), capacities=CAPPED, operator="naivebayes"),
     *(Deployment(f"dc-48x80-z{z}", 48, 80, ("kg", "pkg", "dc", "wc", "sg"), z=z, load=None, spout_pending=100,
                  params={"dc": {"refresh": 20}}) for z in (1.4, 1.7, 2.0)),
-    Deployment("fish-32x128", 32, 128, ("kg", "pkg", "dc", "wc", "fish", "sg"), z=1.2, load=0.1),
+    Deployment("fish-32x128", 32, 128, ("kg", "pkg", "dc", "wc", "fish", "sg"), z=1.2, load=0.1, epochs=20),
 )
 QUICK = {"cg-8x24-capped": ("cg",), "dc-48x80-z1.4": ("pkg",), "fish-32x128": ("fish",)}
 
 
 def measure(deployment: Deployment, grouping: str, messages: int, k: float | None = None) -> dict:
     """One grouping of one deployment on both engines at time scale `k` (None: chosen by pilots), over as much of
-    the input as the Ray run carries in about RUN_WALL_S wall seconds at that K. A Ray run still bounded by the
-    engine or the host goes again at the K its verdict suggests, until it has headroom or K is MAX_TIME_SCALE."""
+    the input as the Ray run carries in about RUN_WALL_S wall seconds at that K, but never less than the
+    deployment's FISH epochs per source. A Ray run still bounded by the engine or the host goes again at the K its
+    verdict suggests, until it has headroom or K is MAX_TIME_SCALE. Latency is reported over the whole run and in
+    the steady state (the tuples that arrived after the first WARM_UP of the input)."""
     from topo.ray_engine import run_ray
     from topo.ray_engine.dilation import MAX_TIME_SCALE, choose_time_scale, prefix
 
@@ -88,22 +100,27 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
     while True:
         # the simulator's throughput sizes the run: RUN_WALL_S of wall time at K, at least MIN_RUN_S emulated
         tps = _simulate(spec.with_(time_scale=k), data)["throughput_tps"]
-        part = prefix(data, int(tps * max(MIN_RUN_S, RUN_WALL_S / k)))
-        ray = run_ray(spec.with_(engine="ray", time_scale=k), part).summary
+        part = prefix(data, max(int(tps * max(MIN_RUN_S, RUN_WALL_S / k)),
+                                deployment.epochs * FISH_EPOCH * deployment.sources))
+        ray_run = run_ray(spec.with_(engine="ray", time_scale=k), part)
+        ray = ray_run.summary
         suggested = ray["headroom"]["suggested_time_scale"]
         if ray["headroom"]["bottleneck"] not in EMULATOR or not suggested or k >= MAX_TIME_SCALE:
             break
         pilots += f",again at {min(suggested, MAX_TIME_SCALE):g}"
         k = min(suggested, MAX_TIME_SCALE)
-    sim = _simulate(spec.with_(transit_ms=RAY_TRANSIT_MS, time_scale=k), part)
+    sim_run = _simulate(spec.with_(transit_ms=RAY_TRANSIT_MS, time_scale=k), part)
+    sim = sim_run.summary
     processes = ray["ray"]["recovery"]["processes"]
     compared = ray["headroom"]["bottleneck"] not in EMULATOR
     row = {
         "deployment": deployment.name, "grouping": grouping, "time_scale": k, "pilots": pilots,
-        "messages": part.messages,
+        "messages": part.messages, "epochs_per_source": part.messages / deployment.sources / FISH_EPOCH,
         "ray_tps": ray["throughput_tps"], "sim_tps": sim["throughput_tps"],
         "ray_p50_ms": ray["latency_ms"]["p50"], "sim_p50_ms": sim["latency_ms"]["p50"],
         "ray_p99_ms": ray["latency_ms"]["p99"], "sim_p99_ms": sim["latency_ms"]["p99"],
+        "ray_p99_steady_ms": steady_p99(ray_run), "sim_p99_steady_ms": steady_p99(sim_run),
+        "ray_mean_ms": ray["latency_ms"]["mean"], "sim_mean_ms": sim["latency_ms"]["mean"],
         "ray_bottleneck": ray["headroom"]["bottleneck"], "sim_bottleneck": sim["headroom"]["bottleneck"],
         "processes": len(processes), "memory_mb": sum(p["peak_rss_mb"] for p in processes)
         + ray["ray"]["recovery"]["peak_rss_mb"]["aggregator"], "setup_s": ray["wall_clock_s"]["setup"],
@@ -115,10 +132,19 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
     return row
 
 
-def _simulate(spec: TopologySpec, data) -> dict:
+def _simulate(spec: TopologySpec, data) -> RunResult:
     from topo.sim import simulate
 
-    return simulate(spec, data).summary
+    return simulate(spec, data)
+
+
+def steady_p99(run: RunResult) -> float:
+    """p99 latency (ms, emulated) of the tuples that arrived after the first WARM_UP of the run's input: every
+    grouping past its warm-up (FISH's first epochs treat every key as cold)."""
+    log = run.log
+    arrival = log.arrival_s
+    late = arrival >= arrival.min() + WARM_UP * (arrival.max() - arrival.min())
+    return float(np.percentile(log.latency_ms[late], 99)) if late.any() else float("nan")
 
 
 @register(
@@ -131,15 +157,18 @@ def _simulate(spec: TopologySpec, data) -> dict:
 )
 def storm_deployments(out: Path, quick: bool) -> dict:
     """Full: every grouping of every deployment, up to 4 emulated seconds of input at the offered load (40,000
-    messages in the closed loops), as much of it as a Ray run at its K carries in about RUN_WALL_S wall seconds.
-    Quick: one grouping of three deployments, a quarter of that."""
+    messages in the closed loops), as much of it as a Ray run at its K carries in about RUN_WALL_S wall seconds;
+    FISH's 32 x 128 the whole of 20 epochs per source (640,000 messages, 50 s at its load). Quick: one grouping of
+    three deployments, a quarter of that (FISH's: 2 epochs per source)."""
     rows = []
     for deployment in DEPLOYMENTS:
         names = QUICK.get(deployment.name, ()) if quick else deployment.groupings
-        messages = 40_000 if deployment.rate is None else int(4.0 * deployment.rate)
+        if quick:
+            deployment = replace(deployment, epochs=deployment.epochs // 10)
+        messages = deployment.messages(1.0 if quick else 4.0)
         k = None  # pilots choose K with the deployment's first grouping; the others start from it
         for grouping in names:
-            rows.append(measure(deployment, grouping, messages // 4 if quick else messages, k))
+            rows.append(measure(deployment, grouping, messages, k))
             k = rows[-1]["time_scale"]
     write_csv(out / "deployments.csv", rows)
     (out / "deployments.md").write_text(markdown_table(rows) + "\n")
