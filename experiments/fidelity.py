@@ -6,7 +6,9 @@ from: an experiment and an expression over its `results/NAME/numbers.json`, eval
 (`experiments.quoted.evaluate`). Its status:
 
 - `reproduced`: ours within 10% of the paper's value (|ours / paper - 1| <= 0.10), or, for a direction, its `check`
-  (an expression over the same experiment's numbers) is true;
+  (an expression over the same experiment's numbers) is true; where our number depends on a hash, the row's
+  `spread` gives its [min, max] over several hash seeds, and the paper's value must lie inside it or within 10%
+  of it;
 - `explained`: not reproduced, but an `ablation` (another expression, of any experiment, whose value moves ours
   toward the paper's) comes within 10% of the paper's value, or a `bound` (a bool expression of an experiment that
   computes that no setting of the model reaches the paper's value) is true;
@@ -46,6 +48,7 @@ class Row:
     check: str | None = None  # for a direction: a bool expression over the numbers of ours[0]
     ablation: tuple[str, str] | None = None  # (experiment, expression): a value that moves ours toward the paper's
     bound: tuple[str, str] | None = None  # (experiment, bool expression): no setting can reach the paper's value
+    spread: tuple[str, str] | None = None  # (experiment, [min, max] over hash seeds): ours depends on a hash
 
     def __post_init__(self) -> None:
         if self.paper not in PAPERS:
@@ -63,12 +66,19 @@ def close(value: object, paper_value: float) -> bool:
     return abs(value / paper_value - 1) <= TOLERANCE + 1e-12
 
 
-def status(row: Row, ours: object, checked: bool | None, ablated: object, bounded: bool | None) -> str:
+def inside(spread: object, paper_value: float) -> bool:
+    """`paper_value` inside [min, max] of `spread`, or within TOLERANCE of either end."""
+    lo, hi = spread
+    return lo <= paper_value <= hi or close(lo, paper_value) or close(hi, paper_value)
+
+
+def status(row: Row, ours: object, checked: bool | None, ablated: object, bounded: bool | None,
+           spread: object = None) -> str:
     """The row's status from its evaluated parts (see the module's docstring)."""
     if row.paper_value is None:
         if checked:
             return "reproduced"
-    elif close(ours, row.paper_value):
+    elif close(ours, row.paper_value) or (spread is not None and inside(spread, row.paper_value)):
         return "reproduced"
     if row.paper_value is not None and ablated is not None and close(ablated, row.paper_value):
         return "explained"
@@ -100,7 +110,10 @@ def evaluated(row: Row, root: Path = ROOT) -> dict:
     checked = bool(_value(row, name, row.check, root)) if row.check else None
     ablated = _num(_value(row, *row.ablation, root)) if row.ablation else None
     bounded = bool(_value(row, *row.bound, root)) if row.bound else None
+    spread = [_num(v) for v in _value(row, *row.spread, root)] if row.spread else None
     evidence = [f"{name}: `{expr}`"]
+    if row.spread:
+        evidence.append(f"over hash seeds {row.spread[0]}: `{row.spread[1]}` = {fmt(spread[0])} to {fmt(spread[1])}")
     if row.check:
         evidence.append(f"check: `{row.check}` = {checked}")
     if row.ablation:
@@ -109,7 +122,7 @@ def evaluated(row: Row, root: Path = ROOT) -> dict:
         evidence.append(f"bound {row.bound[0]}: `{row.bound[1]}` = {bounded}")
     ratio = ours / row.paper_value if row.paper_value is not None and isinstance(ours, float) else None
     return {"paper": row.paper, "where": row.where, "claim": row.claim, "paper_value": row.paper_value,
-            "ours": ours, "ratio": ratio, "status": status(row, ours, checked, ablated, bounded),
+            "ours": ours, "ratio": ratio, "status": status(row, ours, checked, ablated, bounded, spread),
             "evidence": "; ".join(evidence), "note": row.note}
 
 
