@@ -118,3 +118,12 @@ def test_rq1_conditions_bound_every_measured_factor(outputs):
     first, last = trace[0], max(trace, key=lambda t: t["block"])
     assert last["dc_d"] < first["dc_d"]  # lifetime counts dilute each block's new hot key: d falls
     assert all(t["fish_d"] == 128 for t in trace)  # fish gives each block's hottest key every worker
+
+
+def test_memory_against_the_streams_length(outputs):
+    numbers = _files(outputs, "fish-memory-length", ("memory_length",), "memory_length.png", "memory_length.md")
+    rows = sorted(numbers["rows"], key=lambda r: r["messages"])
+    short, long = rows[0], rows[-1]
+    assert long["sg_over_fg"] > 2 * short["sg_over_fg"]  # shuffle's copies grow as keys recur
+    assert long["fish_share_of_sg_pct"] < short["fish_share_of_sg_pct"]
+    assert all(r["fish_over_fg"] < r["sg_over_fg"] / 2 for r in rows)
