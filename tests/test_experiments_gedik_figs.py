@@ -139,3 +139,11 @@ def test_every_reading_of_scan_changes_what_scan_builds():
         if name != "ours":
             rows = grow(keys, pmf, 8, name)
             assert any(a["m"] != b["m"] or a["b"] != b["b"] for a, b in zip(rows, ours, strict=True)), name
+
+
+def test_uniform_hashing_migrates_half_the_keys_by_multiply_shift_and_all_but_one_in_n_by_modulo(outputs):
+    out, numbers = outputs["gedik-hash-migration"]
+    assert (out / "hash_migration.png").exists() and (out / "hash_migration.csv").exists()
+    shift, modulo = numbers["readings"]["multiply-shift"], numbers["readings"]["modulo"]
+    assert 3.5 < shift["m10"][0] <= shift["m10"][1] < 6.5  # about N / 2 at N = 10
+    assert 8.0 < modulo["m10"][0] <= modulo["m10"][1] < 10.0  # about N - 1
