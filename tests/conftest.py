@@ -159,7 +159,7 @@ SLOW_EXPERIMENTS = frozenset({"fish-ablations", "ray-heterogeneous", "fish-drift
                               "cg-capacity-change", "cg-virtual-workers", "albic-periods", "production-vs-papers",
                               "gedik-sigma", "dchoices-storm", "dchoices-storm-ray", "cg-storm-memory", "albic-cola",
                               "albic-scale-in", "albic-wikipedia", "storm-deployments", "albic-cap",
-                              "ray-recovery", "ray-overload", "flink-check"})
+                              "ray-recovery", "ray-overload", "flink-check", "cg-virtual-workers-length"})
 
 
 _QUICK: dict = {}  # the session's quick runs, started ahead at collection when selected tests read them

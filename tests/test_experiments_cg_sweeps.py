@@ -70,3 +70,12 @@ def test_virtual_workers_too_many_converge_slowly(outputs):
     assert few["moves"] > 0 and ten["moves"] > 0
     # finer virtual workers spread hot keys over fewer workers here (memory falls)
     assert many["replication"] < few["replication"]
+
+
+@pytest.mark.slow
+def test_virtual_workers_against_the_runs_length(outputs):
+    out, numbers = outputs["cg-virtual-workers-length"]
+    assert (out / "vw_length.png").exists() and "Against the paper" in (out / "vw_length.md").read_text()
+    by = {r["vw"]: r for r in numbers["rows"]}
+    assert by[10]["p99_steady_ms"] < by[10]["p99_ms"]  # converged: the second half is calmer than the start
+    assert by[1000]["p99_ms"] > by[10]["p99_ms"]  # 1000 virtual workers are still collecting
