@@ -100,3 +100,15 @@ def test_a_row_is_either_a_value_or_a_direction():
         Row("001 CG", "Fig. 0", "neither", None, ("cg-eps", "kg"), "cg-eps")
     with pytest.raises(ValueError, match="not one of"):
         Row("005 Other", "Fig. 0", "a paper of its own", 1.0, ("cg-eps", "kg"), "cg-eps")
+
+
+def test_a_hash_dependent_row_is_reproduced_when_the_paper_lies_inside_its_spread(tmp_path):
+    _toy(tmp_path, {"b": 0.5, "lo": 0.5, "hi": 1.2})
+
+    def row(value, spread):
+        return Row("001 CG", "Table 1", "a toy", value, ("toy", "b"), "toy was run", spread=("toy", spread))
+
+    built = fidelity.build(tmp_path, (row(0.8, "(lo, hi)"), row(1.3, "(lo, hi)"), row(2.0, "(lo, hi)")))
+    # inside the spread, within 10% of its end, and beyond: one seed's value alone (0.5) would say open
+    assert [r["status"] for r in built] == ["reproduced", "reproduced", "open"]
+    assert "over hash seeds toy: `(lo, hi)` = 0.5 to 1.2" in built[0]["evidence"]
