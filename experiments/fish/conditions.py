@@ -29,6 +29,8 @@ The trace of d over time: after every block of the stream, D-C's d, W-C's head a
 
 from __future__ import annotations
 
+import hashlib
+import multiprocessing
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +58,9 @@ PAPER = {"dc": 13.57, "wc": 12.05, "lifetime": 11.91}  # RQ1's factors over D-C 
 
 def measure(spec: str, variant: str, seed: int, pending: int | None) -> dict:
     """One simulated run at the rate the workers serve together: execution time, mean time in the system, the
-    input's duration, the seconds its sources were held back, and the worker of every tuple in input order."""
+    input's duration, the seconds its sources were held back, a digest of the worker of every tuple in input order
+    and the bound on its execution time over the input's duration (None where it does not hold: FISH's routing in
+    a closed loop depends on time). Run in a process of its own (`measure_all`)."""
     rate = WORKERS * 1e3 / fish_time.COST_MS
     scheme, params = SCHEMES[variant]
     run = TopologySpec(grouping=scheme, workers=WORKERS, sources=SOURCES, cost_ms=fish_time.COST_MS, rate=rate,
@@ -64,9 +68,33 @@ def measure(spec: str, variant: str, seed: int, pending: int | None) -> dict:
                        params=params)
     result = simulate(run, stream(spec))
     s, log = result.summary, result.log
-    return {"exec_s": s["duration_s"], "mean_ms": s["latency_ms"]["mean"], "input_s": stream(spec).messages / rate,
-            "blocked_s": max(x["blocked_s"] for x in s["source_stats"]), "linger_s": run.linger_ms / 1e3,
-            "transit_s": run.transit_ms / 1e3, "workers": log.worker[np.argsort(log.seq, kind="stable")]}
+    workers = log.worker[np.argsort(log.seq, kind="stable")]
+    input_s = stream(spec).messages / rate
+    bounded = pending is None or variant in REPLAYED
+    return {"exec_s": s["duration_s"], "mean_ms": s["latency_ms"]["mean"], "input_s": input_s,
+            "blocked_s": max(x["blocked_s"] for x in s["source_stats"]), "digest": digest(workers),
+            "bound": bound(workers, pending, input_s, run.linger_ms / 1e3, run.transit_ms / 1e3) if bounded
+            else None}
+
+
+def _measure(args: tuple) -> dict:
+    return measure(*args)
+
+
+def measure_all(cells: list[tuple], parallel: bool = True) -> list[dict]:
+    """`measure` of every (spec, variant, seed, pending), in order; `parallel`: two at a time in processes that
+    each serve a few runs (one process's heap grows with every 10M-tuple run it makes), else here, one by one (a
+    quick run, maybe inside a daemon process that may not have children)."""
+    if not parallel:
+        return [measure(*c) for c in cells]
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2, maxtasksperchild=4) as pool:
+        return list(pool.imap(_measure, cells))
+
+
+def digest(workers: np.ndarray) -> str:
+    """A digest of where every tuple went (the simulator's routing against the replay's)."""
+    return hashlib.sha256(np.ascontiguousarray(workers, dtype=np.int64).tobytes()).hexdigest()
 
 
 def route_blocks(spec: str, scheme: str, seed: int) -> tuple[np.ndarray, list[dict]]:
@@ -122,7 +150,7 @@ def conditions(out: Path, quick: bool) -> dict:
     readings = ("blocks",) if quick else fish_time.READINGS
     seeds = (0,) if quick else (0, 1, 2)
     queues = {k: v for k, v in QUEUES.items() if not quick or k in ("unbounded", "pending 100")}
-    rows, trace = [], []
+    rows, trace, replayed = [], [], {}
     for reading in readings:
         spec = zf_spec(Z, m, reading)
         for seed in seeds:
@@ -132,25 +160,25 @@ def conditions(out: Path, quick: bool) -> dict:
                 trace.append({"reading": reading, "seed": seed, "block": b,
                               **{f"{g}_{k}": v for g in TRACED for k, v in routed[g][1][b].items()},
                               **{f"{g}_peak": peak(routed[g][0][block]) for g in TRACED}})
-            for queue, pending in queues.items():
-                got = {g: measure(spec, g, seed, pending) for g in SCHEMES}
-                for g in SCHEMES:
-                    r = got[g]
+            replayed[(reading, seed)] = {g: digest(routed[g][0]) for g in REPLAYED}
+    cells = [(zf_spec(Z, m, reading), g, seed, pending) for reading in readings for seed in seeds
+             for pending in queues.values() for g in SCHEMES]
+    runs = iter(measure_all(cells, parallel=not quick))
+    for reading in readings:
+        for seed in seeds:
+            for queue in queues:
+                got = {g: next(runs) for g in SCHEMES}
+                fish = got["fish"]["exec_s"]
+                for g, r in got.items():
                     # the simulator's routing of dc and wc is the replay's, tuple for tuple
-                    assert g not in REPLAYED or np.array_equal(r["workers"], routed[g][0]), g
-                    # unbounded queues: a bound for any routing the run made; a closed loop: for routing without
-                    # feedback only (FISH's depends on time, so the windows' schedule would route it otherwise)
-                    bounded = pending is None or g in REPLAYED
+                    assert g not in REPLAYED or r["digest"] == replayed[(reading, seed)][g], g
                     rows.append({
                         "reading": reading, "queue": queue, "seed": seed, "grouping": g, "exec_s": r["exec_s"],
-                        "exec_vs_sg": r["exec_s"] / got["sg"]["exec_s"],
-                        "exec_vs_fish": r["exec_s"] / got["fish"]["exec_s"],
-                        "mean_vs_fish": r["mean_ms"] / got["fish"]["mean_ms"],
-                        "blocked_s": r["blocked_s"],
+                        "exec_vs_sg": r["exec_s"] / got["sg"]["exec_s"], "exec_vs_fish": r["exec_s"] / fish,
+                        "mean_vs_fish": r["mean_ms"] / got["fish"]["mean_ms"], "blocked_s": r["blocked_s"],
                         # the most X's routing can take, in seconds, over what FISH took
-                        "bound_vs_fish": (bound(r["workers"], pending, r["input_s"], r["linger_s"], r["transit_s"])
-                                          * r["input_s"] / got["fish"]["exec_s"] if bounded and g != "fish"
-                                          else None),
+                        "bound_vs_fish": (r["bound"] * r["input_s"] / fish
+                                          if r["bound"] is not None and g != "fish" else None),
                     })
     write_csv(out / "conditions.csv", rows)
     write_csv(out / "d_over_time.csv", trace)
