@@ -79,3 +79,10 @@ def test_virtual_workers_against_the_runs_length(outputs):
     by = {r["vw"]: r for r in numbers["rows"]}
     assert by[10]["p99_steady_ms"] < by[10]["p99_ms"]  # converged: the second half is calmer than the start
     assert by[1000]["p99_ms"] > by[10]["p99_ms"]  # 1000 virtual workers are still collecting
+
+
+def test_heterogeneous_storm_in_a_closed_loop(outputs):
+    out, numbers = outputs["cg-storm-closed-loop"]
+    assert (out / "closed_loop.png").exists() and "Against the paper" in (out / "closed_loop.md").read_text()
+    for pending, got in numbers["ratios"].items():
+        assert got["mean"] > 1.0, pending  # cg's latency below kg's in the steady state
