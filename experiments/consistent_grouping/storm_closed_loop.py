@@ -7,8 +7,8 @@ at 80% load, where kg's hottest worker queues without bound, so the latency rati
 Storm bounds what a spout has in flight (max spout pending), and at saturation that closes the loop: every spout
 waits for acks, throughput is what the slowest path lets through, and latency is the pending window over the
 throughput (Little's law). Here the simulator runs that closed loop at two spout-pending limits, and measures
-throughput and latency in the steady state (the tuples that arrived in the second half of the run, the grace
-period left out).
+throughput and latency in the steady state (the second half of the time every spout was emitting: the grace
+period left out, and the end, where a finite input's spouts run dry one by one).
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ PAPER = {"throughput": 3.44, "latency": 2.0}  # cg over kg (the text of Section 
 
 
 def steady(result: RunResult) -> dict:
-    """Throughput (tuples/s: those served between the middle of the input and its last tuple, the drain left out)
-    and latency (ms) of the tuples that arrived in the second half of the run."""
+    """Throughput (tuples/s served) and latency (ms, of the tuples that arrived) in the steady state: the second half
+    of the time every spout was still emitting (a finite input's spouts run dry one by one, and the last ones left
+    hold the loop's every pending tuple)."""
     log = result.log
-    t0, t1 = (log.arrival_s.min() + log.arrival_s.max()) / 2, log.arrival_s.max()
-    late = log.arrival_s >= t0
+    t1 = min(log.arrival_s[log.source == s].max() for s in np.unique(log.source))
+    t0 = t1 / 2
+    late = (log.arrival_s >= t0) & (log.arrival_s < t1)
     lat = log.latency_ms[late]
     served = np.count_nonzero((log.finish_s >= t0) & (log.finish_s < t1))
     return {"tps": float(served / max(t1 - t0, 1e-9)),
