@@ -58,3 +58,16 @@ def summary_row(name: str, result: RunResult) -> dict:
         "max_queue_end": float(tail.max()),
         "exact": s["exact"],
     }
+
+
+def latency_between(result: RunResult, start_s: float, end_s: float = np.inf) -> np.ndarray:
+    """Latencies (ms) of the tuples that reached their source in [start_s, end_s): a steady state's, its warm-up
+    (and, for a finite input in a closed loop, its drain) left out."""
+    log = result.log
+    return log.latency_ms[(log.arrival_s >= start_s) & (log.arrival_s < end_s)]
+
+
+def after_share(result: RunResult, share: float) -> float:
+    """The time by which `share` of the input's span had reached the sources."""
+    arrival = result.log.arrival_s
+    return float(arrival.min() + share * (arrival.max() - arrival.min()))

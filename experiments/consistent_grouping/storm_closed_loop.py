@@ -20,6 +20,7 @@ import numpy as np
 from experiments.common import against_paper, markdown_table, pyplot, words_stream, write_csv
 from experiments.engines.storm_deployments import CAPPED, COST_MS
 from experiments.registry import register
+from experiments.topologies import latency_between
 from topo.results.metrics import RunResult
 from topo.sim import simulate
 from topo.spec import TopologySpec
@@ -36,8 +37,7 @@ def steady(result: RunResult) -> dict:
     log = result.log
     t1 = min(log.arrival_s[log.source == s].max() for s in np.unique(log.source))
     t0 = t1 / 2
-    late = (log.arrival_s >= t0) & (log.arrival_s < t1)
-    lat = log.latency_ms[late]
+    lat = latency_between(result, t0, t1)
     served = np.count_nonzero((log.finish_s >= t0) & (log.finish_s < t1))
     return {"tps": float(served / max(t1 - t0, 1e-9)),
             "mean_ms": float(lat.mean()), "p50_ms": float(np.percentile(lat, 50)),

@@ -17,18 +17,10 @@ import numpy as np
 from experiments.common import against_paper, markdown_table, pyplot, run, write_csv
 from experiments.consistent_grouping.adaptation import offered_spread
 from experiments.registry import register
-from experiments.topologies import fast_slow_topology
-from topo.results.metrics import RunResult
+from experiments.topologies import after_share, fast_slow_topology, latency_between
 
 VW = (5, 10, 20, 100, 1000)
 MESSAGES = 15_000_000  # ten times cg-virtual-workers' run
-
-
-def second_half_p99(result: RunResult) -> float:
-    """p99 latency (ms) of the tuples that arrived in the second half of the run."""
-    log = result.log
-    late = log.arrival_s >= (log.arrival_s.min() + log.arrival_s.max()) / 2
-    return float(np.percentile(log.latency_ms[late], 99))
 
 
 @register(
@@ -48,8 +40,9 @@ def vw_length(out: Path, quick: bool) -> dict:
         s = r.summary
         t, spread = offered_spread(r, 0.02)
         half = t >= t[-1] / 2
+        steady = latency_between(r, after_share(r, 0.5))
         rows.append({"vw": vw, "messages": messages, "p99_ms": s["latency_ms"]["p99"],
-                     "p99_steady_ms": second_half_p99(r), "p50_ms": s["latency_ms"]["p50"],
+                     "p99_steady_ms": float(np.percentile(steady, 99)), "p50_ms": s["latency_ms"]["p50"],
                      "spread_second_half": float(np.mean(spread[half][:-1])), "imbalance": s["imbalance"],
                      "replication": s["replication"], "moves": int(sum(g["moves"] for g in s["grouping_stats"]))})
     write_csv(out / "vw_length.csv", rows)

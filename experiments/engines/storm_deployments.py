@@ -19,6 +19,7 @@ import numpy as np
 
 from experiments.common import markdown_table, pyplot, stream, words_stream, write_csv
 from experiments.registry import register
+from experiments.topologies import after_share, latency_between
 from topo.results.headroom import EMULATOR
 from topo.results.metrics import RunResult
 from topo.spec import RAY_TRANSIT_MS, TopologySpec
@@ -141,10 +142,8 @@ def _simulate(spec: TopologySpec, data) -> RunResult:
 def steady_p99(run: RunResult) -> float:
     """p99 latency (ms, emulated) of the tuples that arrived after the first WARM_UP of the run's input: every
     grouping past its warm-up (FISH's first epochs treat every key as cold)."""
-    log = run.log
-    arrival = log.arrival_s
-    late = arrival >= arrival.min() + WARM_UP * (arrival.max() - arrival.min())
-    return float(np.percentile(log.latency_ms[late], 99)) if late.any() else float("nan")
+    late = latency_between(run, after_share(run, WARM_UP))
+    return float(np.percentile(late, 99)) if late.size else float("nan")
 
 
 @register(
