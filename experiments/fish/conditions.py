@@ -218,7 +218,7 @@ def summarize(rows: list[dict]) -> list[dict]:
     for reading, queue, g in keys:
         got = [r for r in rows if (r["reading"], r["queue"], r["grouping"]) == (reading, queue, g)]
         ratios = [r["exec_vs_fish"] for r in got]
-        cells.append({"reading": reading, "queue": queue, "grouping": g, "seeds": len(got),
+        cells.append({"reading": reading, "queue": queue, "pending": QUEUES[queue], "grouping": g, "seeds": len(got),
                       "exec_vs_fish_mean": float(np.mean(ratios)), "exec_vs_fish_min": min(ratios),
                       "exec_vs_fish_max": max(ratios),
                       "mean_vs_fish_mean": float(np.mean([r["mean_vs_fish"] for r in got])),
