@@ -100,7 +100,7 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
         pilots = ",".join(f"{p['time_scale']:g}:{p['bottleneck']}" for p in choice["pilots"])
     while True:
         # the simulator's throughput sizes the run: RUN_WALL_S of wall time at K, at least MIN_RUN_S emulated
-        tps = _simulate(spec.with_(time_scale=k), data)["throughput_tps"]
+        tps = _simulate(spec.with_(time_scale=k), data).summary["throughput_tps"]
         part = prefix(data, max(int(tps * max(MIN_RUN_S, RUN_WALL_S / k)),
                                 deployment.epochs * FISH_EPOCH * deployment.sources))
         ray_run = run_ray(spec.with_(engine="ray", time_scale=k), part)
