@@ -22,41 +22,16 @@ numbers. The rows themselves are in `experiments/fidelity_rows.py`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.common import pyplot, write_csv
+from experiments.fidelity_rows import PAPERS, Row, rows
 from experiments.quoted import ROOT, QuoteError, evaluate
 from experiments.registry import register
 
-PAPERS = ("000 Gedik", "001 CG", "002 D-Choices", "003 FISH", "004 ALBIC")
 STATUSES = ("reproduced", "explained", "open")
 TOLERANCE = 0.10  # relative: |ours / paper - 1| at most this is a match
 COLUMNS = ("paper", "where", "claim", "paper_value", "ours", "ratio", "status", "evidence", "note")
-
-
-@dataclass(frozen=True)
-class Row:
-    """One headline result of a paper and where our number for it comes from (see the module's docstring)."""
-
-    paper: str  # one of PAPERS
-    where: str  # figure, table or section of the paper, e.g. "Table 1", "Fig. 8", "RQ1"
-    claim: str  # what is measured, short
-    paper_value: float | None  # None: the paper states a direction only, and `check` says whether ours holds it
-    ours: tuple[str, str]  # (experiment, expression over its numbers): our value
-    note: str  # one sentence: the cause, or what was tried (naming the experiments)
-    check: str | None = None  # for a direction: a bool expression over the numbers of ours[0]
-    ablation: tuple[str, str] | None = None  # (experiment, expression): a value that moves ours toward the paper's
-    bound: tuple[str, str] | None = None  # (experiment, bool expression): no setting can reach the paper's value
-    spread: tuple[str, str] | None = None  # (experiment, [min, max] over hash seeds): ours depends on a hash
-
-    def __post_init__(self) -> None:
-        if self.paper not in PAPERS:
-            raise ValueError(f"{self.claim!r}: paper {self.paper!r} is not one of {PAPERS}")
-        if (self.paper_value is None) == (self.check is None):
-            raise ValueError(f"{self.claim!r}: give a paper value or a check (a direction), exactly one")
-        if self.paper_value == 0:
-            raise ValueError(f"{self.claim!r}: a paper value of 0 has no ratio; state it as a direction")
 
 
 def close(value: object, paper_value: float) -> bool:
@@ -124,13 +99,6 @@ def evaluated(row: Row, root: Path = ROOT) -> dict:
     return {"paper": row.paper, "where": row.where, "claim": row.claim, "paper_value": row.paper_value,
             "ours": ours, "ratio": ratio, "status": status(row, ours, checked, ablated, bounded, spread),
             "evidence": "; ".join(evidence), "note": row.note}
-
-
-def rows() -> tuple[Row, ...]:
-    """Every headline row (from `experiments.fidelity_rows`)."""
-    from experiments.fidelity_rows import ROWS
-
-    return ROWS
 
 
 def build(root: Path = ROOT, table: tuple[Row, ...] | None = None) -> list[dict]:

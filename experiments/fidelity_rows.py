@@ -1,16 +1,43 @@
-"""The headline results of the five papers, one `Row` each, with where our number for each comes from.
+"""The headline results of the five papers, one `Row` each (the type is here too), with where our number for each
+comes from; `experiments.fidelity` evaluates them.
 
 Every number of ours is an expression over a committed `results/NAME/numbers.json` (never a typed number); the
 paper's is as the paper states it. A range ("30-35%") is compared at its end nearer to ours, "up to X" with our
 largest factor over the same grid, and a percentage as a percentage (so that a 8% gap is not read as 1.08 ~ 1).
-Rows marked `# ABLATION PENDING:` wait for an experiment that is not in results/ yet.
 """
 
 from __future__ import annotations
 
-from experiments.fidelity import Row
+from dataclasses import dataclass
 
-G, C, D, F, A = "000 Gedik", "001 CG", "002 D-Choices", "003 FISH", "004 ALBIC"
+PAPERS = ("000 Gedik", "001 CG", "002 D-Choices", "003 FISH", "004 ALBIC")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One headline result of a paper and where our number for it comes from (see the module's docstring)."""
+
+    paper: str  # one of PAPERS
+    where: str  # figure, table or section of the paper, e.g. "Table 1", "Fig. 8", "RQ1"
+    claim: str  # what is measured, short
+    paper_value: float | None  # None: the paper states a direction only, and `check` says whether ours holds it
+    ours: tuple[str, str]  # (experiment, expression over its numbers): our value
+    note: str  # one sentence: the cause, or what was tried (naming the experiments)
+    check: str | None = None  # for a direction: a bool expression over the numbers of ours[0]
+    ablation: tuple[str, str] | None = None  # (experiment, expression): a value that moves ours toward the paper's
+    bound: tuple[str, str] | None = None  # (experiment, bool expression): no setting can reach the paper's value
+    spread: tuple[str, str] | None = None  # (experiment, [min, max] over hash seeds): ours depends on a hash
+
+    def __post_init__(self) -> None:
+        if self.paper not in PAPERS:
+            raise ValueError(f"{self.claim!r}: paper {self.paper!r} is not one of {PAPERS}")
+        if (self.paper_value is None) == (self.check is None):
+            raise ValueError(f"{self.claim!r}: give a paper value or a check (a direction), exactly one")
+        if self.paper_value == 0:
+            raise ValueError(f"{self.claim!r}: a paper value of 0 has no ratio; state it as a direction")
+
+
+G, C, D, F, A = PAPERS
 
 # Gedik's Fig. 3 values compare with our last growth step (N = 10): gedik-resources finds them within 2.2% of the
 # paper's there, against 19% for its means over the steps.
@@ -539,3 +566,8 @@ ALBIC = (
 )
 
 ROWS: tuple[Row, ...] = GEDIK + CG + DCHOICES + FISH + ALBIC
+
+
+def rows() -> tuple[Row, ...]:
+    """Every headline row, paper by paper."""
+    return ROWS
