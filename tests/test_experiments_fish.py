@@ -124,6 +124,6 @@ def test_memory_against_the_streams_length(outputs):
     numbers = _files(outputs, "fish-memory-length", ("memory_length",), "memory_length.png", "memory_length.md")
     rows = sorted(numbers["rows"], key=lambda r: r["messages"])
     short, long = rows[0], rows[-1]
-    assert long["sg_over_fg"] > 2 * short["sg_over_fg"]  # shuffle's copies grow as keys recur
+    assert long["sg_over_fg"] > 1.5 * short["sg_over_fg"]  # shuffle's copies grow as keys recur
     assert long["fish_share_of_sg_pct"] < short["fish_share_of_sg_pct"]
     assert long["fish_over_fg"] < long["sg_over_fg"] / 2  # fish spreads only its hot keys

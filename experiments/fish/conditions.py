@@ -149,7 +149,7 @@ def bound(workers: np.ndarray, pending: int | None, input_s: float, linger_s: fl
     "measured factor exceeds its computed bound",
 )
 def conditions(out: Path, quick: bool) -> dict:
-    m = 1_000_000 if quick else 10_000_000
+    m = 500_000 if quick else 10_000_000
     readings = ("blocks",) if quick else fish_time.READINGS
     seeds = (0,) if quick else (0, 1, 2)
     queues = {k: v for k, v in QUEUES.items() if not quick or k in ("unbounded", "pending 100")}

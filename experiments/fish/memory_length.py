@@ -32,7 +32,7 @@ PAPER = {"sg_over_fg": 88.32, "fish_share_of_sg_pct": 3.34, "chk_saving_64_pct":
     "sg's memory grows with the stream's length and fish's share of it falls; fish's memory stays far below sg's",
 )
 def memory_length(out: Path, quick: bool) -> dict:
-    lengths = (200_000, 1_000_000) if quick else LENGTHS
+    lengths = (100_000, 500_000) if quick else LENGTHS
     zs = (1.0,) if quick else (1.0, 1.5, 2.0)
     ns = (128,) if quick else (64, 128)
     rows = []
