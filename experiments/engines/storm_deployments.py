@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+import groupings
 from experiments.common import markdown_table, pyplot, stream, words_stream, write_csv
 from experiments.registry import register
 from experiments.topologies import after_share, latency_between
+from groupings.params import resolve
 from topo.results.headroom import EMULATOR
 from topo.results.metrics import RunResult
 from topo.spec import RAY_TRANSIT_MS, TopologySpec
@@ -30,7 +32,8 @@ AGREE_P99 = 1.5  # p99 within 1.5x ...
 AGREE_P99_MS = 20.0  # ... or within 20 ms of emulated time
 RUN_WALL_S = 40.0  # a Ray run takes about this many wall seconds at its K ...
 MIN_RUN_S = 1.0  # ... and at least this many emulated seconds of input
-FISH_EPOCH = 1000  # FISH's N_epoch: tuples a source counts before its counters decay (the paper's default)
+FISH_EPOCH = int(resolve("fish", groupings.registry.lookup("fish").params, 1, {})["epoch"])  # FISH's N_epoch: tuples
+# a source counts before its counters decay, as the grouping takes it by default (the paper's 1000)
 WARM_UP = 0.25  # the steady-state figures leave out the tuples that arrived in this first share of the input
 
 
