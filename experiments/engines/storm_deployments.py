@@ -161,13 +161,14 @@ def storm_deployments(out: Path, quick: bool) -> dict:
     """Full: every grouping of every deployment, up to 4 emulated seconds of input at the offered load (40,000
     messages in the closed loops), as much of it as a Ray run at its K carries in about RUN_WALL_S wall seconds;
     FISH's 32 x 128 the whole of 20 epochs per source (640,000 messages, 50 s at its load). Quick: one grouping of
-    three deployments, a quarter of that (FISH's: 2 epochs per source)."""
+    three deployments, half of that (cg needs its first second to learn the capped workers; FISH: 2 epochs per
+    source)."""
     rows = []
     for deployment in DEPLOYMENTS:
         names = QUICK.get(deployment.name, ()) if quick else deployment.groupings
         if quick:
             deployment = replace(deployment, epochs=deployment.epochs // 10)
-        messages = deployment.messages(1.0 if quick else 4.0)
+        messages = deployment.messages(2.0 if quick else 4.0)
         k = None  # pilots choose K with the deployment's first grouping; the others start from it
         for grouping in names:
             rows.append(measure(deployment, grouping, messages, k))
