@@ -24,7 +24,7 @@ from topo.errors import RunFailed
 from topo.ray_engine import local
 from topo.ray_engine.actors import Run, check_placement
 from topo.ray_engine.dilation import shrink, stretch, stretch_events
-from topo.ray_engine.metrics import DriverMetrics, MetricsContext, port_free, ray_init_options
+from topo.ray_engine.metrics import DriverMetrics, MetricsContext, local_options, port_free
 from topo.ray_engine.mortal import until_back
 from topo.ray_engine.outputs import Collected, build_result
 from topo.ray_engine.watch import POLL_S, RECOVERY_TIMEOUT_S, Watch, final_result
@@ -65,11 +65,6 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
                 if c * share > 1:
                     raise SpecError(f"--work cpu: worker {w} at capacity {c:g} x --core-share {share:g} would need "
                                     "more than one core; lower --core-share")
-
-
-def local_options(metrics_port: int | None) -> dict:
-    """`ray.init` options of a local Ray that exports Prometheus metrics on 127.0.0.1:`metrics_port` if given."""
-    return ray_init_options(metrics_port) if metrics_port is not None else {}
 
 
 def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None,

@@ -73,6 +73,8 @@ class Flushes:
 
     def flushed(self, flush: Flush, answer: tuple[bool, np.ndarray] | None) -> None:
         """The aggregator's answer to `flush`, (accepted, pairs now durable), or None if the call failed."""
+        if self.metrics is not None:
+            self.metrics.publish()  # the metrics go out per flush too, never per buffer
         self._forget(flush.sources, flush.batch_ids)
         if answer is None:
             return  # the delta is lost with the call: its batches stay uncommitted and their sources replay them

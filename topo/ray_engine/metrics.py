@@ -4,18 +4,21 @@ Off unless the run has a metrics port: then the driver starts Ray with `_metrics
 actor a `MetricsContext` (the run id and grouping, the labels every series carries); each actor builds its own
 recorder from it. With no context nothing here is created or called.
 
-Hooks record per batch, never per tuple: counters add a batch's tuple count, gauges are set once per batch (or
-per poll), and the latency histogram observes a systematic 1-in-`LATENCY_SAMPLE_EVERY` sample of the served
-tuples (a stride carried across batches, so batches of every size are sampled at the same rate and the sample's
-distribution is an unbiased estimate of all tuples'; the percentiles of summary.json fall in the same bucket or
-a neighbour). Counters are exported at zero from the actor's start, so `rate()`/`increase()` see every increment
-(a series that appears at its first increment loses that increment to them) and a run without migrations still
-has a migrations series at zero.
+Hooks never call Ray per tuple, nor per buffer: a buffer's latencies are counted into histogram buckets by numpy
+(`LatencyBuckets`), and the counts, gauges and counters are published per flush (a worker's at each of its process's
+flushes, a source's at most every `PUBLISH_EVERY_S`). Every tuple served is in the histogram, not a sample. Ray's
+Histogram takes one value per call, so the histogram is exported as what Prometheus stores of one: cumulative
+`_bucket` series labelled `le` (the last `+Inf`), `_sum` and `_count`, as gauges holding running totals, under the
+names a Ray Histogram would have; `histogram_quantile` and `rate` read them as they read any histogram. Counters
+are exported at zero from the actor's start, so `rate()`/`increase()` see every increment (a series that appears at
+its first increment loses that increment to them) and a run without migrations still has a migrations series at
+zero.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -23,7 +26,7 @@ import numpy as np
 
 from topo.results.metric_names import COUNTER, GAUGE, LATENCY_BUCKETS_MS, METRICS
 
-LATENCY_SAMPLE_EVERY = 10  # the latency histogram observes every 10th tuple served (per worker)
+PUBLISH_EVERY_S = 0.5  # a source publishes its series at most this often (a worker's go out at its flushes)
 VIRTUAL_EVERY_S = 0.5  # how often a source exports its grouping's virtual workers
 IMBALANCE_WINDOW_S = 1.0  # the imbalance gauge compares the workers' tuples served over about this long
 REPORT_INTERVAL_MS = 1000  # how often Ray's agents export application metrics (Ray's default: 10 s)
@@ -53,6 +56,11 @@ def ray_init_options(port: int) -> dict:
     return {"_metrics_export_port": int(port), "_system_config": {"metrics_report_interval_ms": REPORT_INTERVAL_MS}}
 
 
+def local_options(metrics_port: int | None) -> dict:
+    """`ray.init` options of a local Ray that exports Prometheus metrics on 127.0.0.1:`metrics_port` if given."""
+    return ray_init_options(metrics_port) if metrics_port is not None else {}
+
+
 def _metric(name: str, ctx: MetricsContext, **tags: str):
     """The `ray.util.metrics` object of METRICS[name], with the run's labels (and `tags`) as default tags."""
     from ray.util import metrics as rm
@@ -76,40 +84,109 @@ def _counter(name: str, ctx: MetricsContext, **tags: str):
     return obj
 
 
+class LatencyBuckets:
+    """A histogram of latencies in `LATENCY_BUCKETS_MS`: counts per bucket (bucket i holds (bound[i-1], bound[i]],
+    the last everything above the last bound), their sum, added a buffer at a time."""
+
+    def __init__(self) -> None:
+        self.bounds = np.asarray(LATENCY_BUCKETS_MS, np.float64)
+        self.counts = np.zeros(len(self.bounds) + 1, np.int64)
+        self.total_ms = 0.0
+
+    def add(self, latency_ms: np.ndarray) -> None:
+        """Count one buffer's latencies (milliseconds)."""
+        self.counts += np.bincount(np.searchsorted(self.bounds, latency_ms), minlength=len(self.counts))
+        self.total_ms += float(latency_ms.sum())
+
+    def cumulative(self) -> np.ndarray:
+        """Tuples at or below each bound, then all of them: Prometheus' `le` buckets."""
+        return np.cumsum(self.counts)
+
+
+class HistogramSeries:
+    """One worker's latency histogram as Prometheus stores a histogram: `_bucket` per `le`, `_sum`, `_count`."""
+
+    def __init__(self, name: str, ctx: MetricsContext, **tags: str) -> None:
+        from ray.util import metrics as rm
+
+        m = METRICS[name]
+        labels = {"run": ctx.run, "grouping": ctx.grouping, "time_scale": f"{ctx.time_scale:g}",
+                  **{k: str(v) for k, v in tags.items()}}
+        self.buckets = []
+        for le in [f"{b:g}" for b in LATENCY_BUCKETS_MS] + ["+Inf"]:
+            gauge = rm.Gauge(f"{name}_bucket", description=m.help, tag_keys=(*m.tag_keys, "le"))
+            gauge.set_default_tags({**labels, "le": le})
+            self.buckets.append(gauge)
+        self.sum = rm.Gauge(f"{name}_sum", description=m.help, tag_keys=m.tag_keys)
+        self.count = rm.Gauge(f"{name}_count", description=m.help, tag_keys=m.tag_keys)
+        self.sum.set_default_tags(labels)
+        self.count.set_default_tags(labels)
+
+    def publish(self, hist: LatencyBuckets) -> None:
+        """Set every series to the histogram's running totals."""
+        cumulative = hist.cumulative().tolist()
+        for gauge, value in zip(self.buckets, cumulative, strict=True):
+            gauge.set(value)
+        self.sum.set(hist.total_ms)
+        self.count.set(cumulative[-1])
+
+
 class WorkerMetrics:
-    """A worker's series: tuples served, sampled latencies, queue length, utilization, signals."""
+    """A worker's series: tuples served, latencies, queue length, utilization, signals. `served` and `load` only
+    add up (a buffer at a time); `publish` hands the totals to Ray."""
 
     def __init__(self, ctx: MetricsContext, worker: int) -> None:
         self.processed = _counter("topo_tuples_processed", ctx, worker=worker)
-        self.latency = _metric("topo_latency_ms", ctx, worker=worker)
+        self.latency = HistogramSeries("topo_latency_ms", ctx, worker=worker)
         self.queue = _metric("topo_queue_length", ctx, worker=worker)
         self.utilization = _metric("topo_utilization", ctx, worker=worker)
         self.signals = {kind: _counter("topo_signals", ctx, worker=worker, kind=kind)
                         for kind in ("increase", "decrease")}
-        self._skip = 0  # tuples to skip before the next latency sample
         self._ms = 1e3 / ctx.time_scale  # wall seconds -> emulated milliseconds
+        self.hist = LatencyBuckets()
+        self._lock = threading.Lock()  # buffers are added on the serving thread, published on the flusher's
+        self._served = 0  # tuples served since the last publish
+        self._signals = {"increase": 0, "decrease": 0}
+        self._load: tuple[float, float] | None = None  # the last ack's queue length and utilization
 
     def served(self, arrival: np.ndarray, finish: np.ndarray) -> None:
-        """A batch was served: count it and observe the latencies of its sampled tuples."""
-        n = len(finish)
-        if not n:
+        """A batch was served: count it and its latencies."""
+        if not len(finish):
             return
-        self.processed.inc(n)
-        pick = slice(self._skip, n, LATENCY_SAMPLE_EVERY)
-        self._skip = (self._skip - n) % LATENCY_SAMPLE_EVERY
-        for value in ((np.asarray(finish[pick]) - np.asarray(arrival[pick])) * self._ms).tolist():
-            self.latency.observe(value)
+        latency = (np.asarray(finish) - np.asarray(arrival)) * self._ms
+        with self._lock:
+            self._served += len(latency)
+            self.hist.add(latency)
 
     def load(self, queue_len: float, utilization: float, verdict: int) -> None:
         """What an ack carries: queue length, utilization and the delegation signal, if any."""
-        self.queue.set(float(queue_len))
-        self.utilization.set(float(utilization))
-        if verdict:
-            self.signals["increase" if verdict > 0 else "decrease"].inc()
+        with self._lock:
+            self._load = (float(queue_len), float(utilization))
+            if verdict:
+                self._signals["increase" if verdict > 0 else "decrease"] += 1
+
+    def publish(self) -> None:
+        """Hand what was served and acked since the last publish to Ray (a few calls, whatever the tuples)."""
+        with self._lock:
+            served, self._served = self._served, 0
+            signals, self._signals = self._signals, {"increase": 0, "decrease": 0}
+            load, self._load = self._load, None
+            hist = LatencyBuckets()
+            hist.counts[:], hist.total_ms = self.hist.counts, self.hist.total_ms
+        if served:
+            self.processed.inc(served)
+            self.latency.publish(hist)
+        for kind, count in signals.items():
+            if count:
+                self.signals[kind].inc(count)
+        if load is not None:
+            self.queue.set(load[0])
+            self.utilization.set(load[1])
 
 
 class SourceMetrics:
-    """A source's series: tuples emitted, batches in flight and (cg) virtual workers, per worker."""
+    """A source's series: tuples emitted, batches in flight and (cg) virtual workers, per worker; published at most
+    every `PUBLISH_EVERY_S` and at the end."""
 
     def __init__(self, ctx: MetricsContext, source: int, workers: int) -> None:
         self.emitted = _counter("topo_tuples_emitted", ctx, source=source)
@@ -117,11 +194,20 @@ class SourceMetrics:
         self._ctx, self._source = ctx, source
         self.virtual: list | None = None  # created on the first stats that have virtual workers
         self._virtual_due = 0.0
+        self._publish_due = 0.0
+        self._emitted = 0  # tuples emitted since the last publish
 
-    def batch(self, emitted: int, inflight: list[int]) -> None:
-        """Buffers were sent: `emitted` more tuples, and the buffers in flight to each worker now."""
-        if emitted:
-            self.emitted.inc(emitted)
+    def batch(self, emitted: int, inflight: list[int], final: bool = False) -> None:
+        """Buffers were sent: `emitted` more tuples, and the buffers in flight to each worker now; published if
+        due (or `final`)."""
+        self._emitted += emitted
+        now = time.monotonic()
+        if not final and now < self._publish_due:
+            return
+        self._publish_due = now + PUBLISH_EVERY_S
+        if self._emitted:
+            self.emitted.inc(self._emitted)
+            self._emitted = 0
         for gauge, count in zip(self.inflight, inflight, strict=True):
             gauge.set(count)
 

@@ -206,7 +206,7 @@ class Source(Links, Recovery, Mortal):
         self.loop_busy_s = self.loop_s - self.waited_s  # what the drain waits for is not the loop's
         self._drain()
         if self.metrics is not None:
-            self._record(0)
+            self._record(0, final=True)
         return self._report()
 
     def _step(self, now: float) -> None:
@@ -248,9 +248,9 @@ class Source(Links, Recovery, Mortal):
         probe = clock + PROBE_S  # woken to look again after a silence, at the latest (it probes on its own thread)
         return probe if self._wake is None else min(probe, self.t0 + self._wake - wall + clock)
 
-    def _record(self, emitted: int) -> None:
+    def _record(self, emitted: int, final: bool = False) -> None:
         """Export a step's metrics: tuples sent, buffers in flight, now and then the virtual workers (cg)."""
-        self.metrics.batch(emitted, self._in_flight)
+        self.metrics.batch(emitted, self._in_flight, final)
         if hasattr(self.grouping, "virtual_workers") and self.metrics.virtual_due():
             with self._lock:
                 stats = self.grouping.stats()

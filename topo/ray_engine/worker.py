@@ -323,6 +323,8 @@ class Worker(Flushes, Mortal):
     async def report(self) -> dict:
         """Final facts about this incarnation: measured capacity, where it ran, signals, flushes."""
         await asyncio.get_running_loop().run_in_executor(None, self._registered.wait)
+        if self.metrics is not None:
+            self.metrics.publish()  # what was served since the last flush
         with self._lock:
             return {
                 "incarnation": self.incarnation,
