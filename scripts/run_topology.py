@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout without installing
 
-from topo.cli.run import main  # noqa: E402
+from topo.cli.run import exit_process, main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_process(main()))  # a local Ray's stop does not hold the user

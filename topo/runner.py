@@ -2,7 +2,7 @@
 
 `prepare` does every check that can fail on user input before any work starts (`check`, then `load` the stream);
 `execute` runs the engine; `write_run` fills a (temporary) directory that the caller renames into place.
-`begin_engine` starts a local Ray while the stream loads; `end_engine` stops it if no run used it.
+`begin_engine` starts a local Ray while the stream loads, which the process's runs share; `end_engine` stops it.
 """
 
 from __future__ import annotations
@@ -78,17 +78,16 @@ def prepare(spec: TopologySpec) -> Prepared:
 
 
 def begin_engine(spec: TopologySpec) -> None:
-    """Start what the spec's engine needs ahead of the run, while the stream loads (a local Ray); `end_engine`
-    stops it if the run never came."""
-    if spec.engine == "ray" and not spec.address:
-        from topo.ray_engine import local
-        from topo.ray_engine.driver import local_options
+    """Start what the spec's engine needs ahead of the run, while the stream loads (a local Ray, which the process's
+    runs then share); `end_engine` stops it."""
+    from topo.ray_engine.local import begin_for
 
-        local.begin(local_options(spec.metrics_port))
+    begin_for(spec.engine, spec.address, spec.metrics_port)
 
 
 def end_engine() -> None:
-    """Stop and wait for what `begin_engine` started and no run used (nothing if a run used it)."""
+    """Stop this process's local Ray, if it started one, and wait for it (runs in one process share it until then;
+    a process that ends normally stops it at exit)."""
     import sys
 
     if "topo.ray_engine.local" in sys.modules:

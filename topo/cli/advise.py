@@ -159,11 +159,8 @@ def _confirm(specs: list[TopologySpec], ranking: list[dict], k: int, runs: Path,
     for entry in ranking[:k]:
         spec = dataclasses.replace(by_name[entry["grouping"]], engine="ray", transit_ms=0.0)
         runner.check(spec)
-        runner.begin_engine(spec)
-        try:
-            result = runner.execute(runner.load(spec), progress=not quiet, run_id=f"advice-{spec.grouping}")
-        finally:
-            runner.end_engine()
+        runner.begin_engine(spec)  # the first run starts a local Ray, which the others share
+        result = runner.execute(runner.load(spec), progress=not quiet, run_id=f"advice-{spec.grouping}")
         directory = runs / f"{spec.grouping}-ray"
         directory.mkdir(parents=True)
         runner.write_run(result, directory, plots=False, spec=spec)

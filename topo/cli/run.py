@@ -308,26 +308,37 @@ def guarded(prog: str, body: Callable[[list[str] | None], int], argv: list[str] 
         return 130
 
 
+def exit_process(status: int) -> int:
+    """`status`, for a command line's `sys.exit`; if this process started a local Ray, the process ends here at once
+    (its outputs are written), with Ray's processes, instead of the user waiting on `ray.shutdown`."""
+    if "topo.ray_engine.local" in sys.modules:
+        sys.modules["topo.ray_engine.local"].exit_now(status)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     return guarded("run_topology.py", _main, argv, "no run directory written")
 
 
 def _main(argv: list[str] | None) -> int:
-    from topo import runner
-    from topo.cli.report import print_summary
-    from topo.results.rundir import atomic_run_dir, check_destination, default_run_dir
-
     args = build_parser().parse_args(argv)
     spec = spec_from_args(args)
     auto = args.time_scale == "auto"
     if auto and spec.engine != "ray":
         raise UsageError("--time-scale auto chooses K for the Ray engine; give the simulator a number")
-    runner.check(spec)  # grouping, operator, engine: raises SpecError before anything starts
-    out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
-    check_destination(out, args.overwrite)
-    runner.begin_engine(spec)  # a local Ray starts while the stream loads
+    if spec.engine == "ray":  # a local Ray (about 3 s) starts first, while the rest is imported and checked
+        from topo.ray_engine.local import begin_for
+
+        begin_for(spec.engine, spec.address, spec.metrics_port)
+    from topo import runner
+    from topo.cli.report import print_summary
+    from topo.results.rundir import atomic_run_dir, check_destination, default_run_dir
+
     try:
+        runner.check(spec)  # grouping, operator, engine: raises SpecError before any run starts
+        out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
+        check_destination(out, args.overwrite)
         prepared = runner.load(spec)
         choice = runner.choose_time_scale(prepared, quiet=args.quiet or args.json) if auto else None
         if choice is not None:
@@ -337,8 +348,10 @@ def _main(argv: list[str] | None) -> int:
             if choice is not None:
                 result.summary["time_scale_choice"] = choice
             runner.write_run(result, tmp, plots=not args.no_plots, spec=spec)
-    finally:
+    except BaseException:
         runner.end_engine()
+        raise
+    # a local Ray stays up: the next run of this process shares it, and the command line's exit stops it
     summary = dict(result.summary, run_dir=str(out))
     if args.json:
         print(json.dumps(summary, separators=(",", ":")))

@@ -58,6 +58,14 @@ def storm_processes(spec: TopologySpec, placement, cores: float) -> int | None:
     return max(1, int(cores) // 2)
 
 
+def spread_nodes() -> list[str]:
+    """The alive nodes Storm's processes are dealt out over, one after another: the driver's node first, then the
+    others by id."""
+    here = ray.get_runtime_context().get_node_id()
+    alive = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] != here)
+    return [here, *alive]
+
+
 def check_placement(placement) -> None:
     """Every placement resource must exist somewhere in the cluster."""
     if placement is None:
@@ -99,7 +107,8 @@ class Run:
         self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
                                 None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
         self.topic = open_topic()
-        ray.get(self.topic.put.remote(prefix, self.inputs))  # before any source reads it
+        # not waited for: a source that asks first waits for it, and the topic's start overlaps the processes'
+        self.put = self.topic.put.remote(prefix, self.inputs)
         self.control = None
         self.processes = storm_processes(spec, placement, cores)
         self.process_handles: list = []  # Storm's model: each process's actor, by index
@@ -124,8 +133,12 @@ class Run:
         count = len(self.hosts)
         self.host_sources = [list(range(p, s, count)) for p in range(count)]
         self.sources = [None] * s  # type: ignore[list-item]
+        nodes = spread_nodes()
         for p, members in enumerate(self.hosts):
-            handle = self._spawn(Process, {"name": f"{prefix}-{p}", **RESTART}, members, self.host_sources[p], spec,
+            options = {"name": f"{prefix}-{p}", **RESTART}
+            if len(nodes) > 1:  # as Storm's even scheduler deals a topology's processes out over the supervisors
+                options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[p % len(nodes)], soft=False)
+            handle = self._spawn(Process, options, members, self.host_sources[p], spec,
                                  self.aggregator.name, self.prefix, work, self.core_share, self.workers, metrics,
                                  delegation)
             self.process_handles.append(handle)
@@ -169,6 +182,7 @@ class Run:
     def wait_ready(self) -> None:
         """Block until every actor is up, or fail with one line when they cannot be placed in time."""
         checks = [w.hello.remote(-1, []) for w in self.workers] + [s.ready.remote() for s in self.sources]
+        ray.get(self.put, timeout=START_TIMEOUT_S)
         ready, _ = ray.wait(checks, num_returns=len(checks), timeout=START_TIMEOUT_S)
         if len(ready) < len(checks):
             raise SpecError(f"the Ray cluster could not start all {len(self.workers)} workers and "

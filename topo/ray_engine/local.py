@@ -8,9 +8,11 @@ raylet; stopping takes about 1 s of waiting for processes to exit. Neither needs
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
+import sys
 import threading
 
 import ray
@@ -48,6 +50,9 @@ def check_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         raise SpecError(f"--address {address}: no Ray cluster answers ({reason})") from None
     if not client:  # Ray Client's port speaks another protocol
         reason = _gcs_silent(target, timeout_s)
+        if reason is not None and "token" in reason.lower():  # `ray start` turns token authentication on
+            raise SpecError(f"--address {address}: the Ray cluster asks for its token: run with RAY_AUTH_MODE=token "
+                            "(and RAY_AUTH_TOKEN_PATH unless the token is ~/.ray/auth_token)")
         if reason is not None:
             raise SpecError(f"--address {address}: no Ray cluster answers ({reason})")
 
@@ -137,39 +142,88 @@ class LocalRay(Session):
         self._thread.join()
 
 
-_begun: LocalRay | None = None  # a local Ray begun ahead of the run that will use it
+_shared: LocalRay | None = None  # this process's own local Ray: begun ahead or by its first run, kept for the next
+_shared_options: dict | None = None  # what it was started with (a run that asks for other options restarts it)
+
+
+class _Borrowed(Session):
+    """The process's shared local Ray lent to one run: releasing it leaves it up for the next run."""
+
+
+def _start_shared(options: dict | None) -> None:
+    global _shared, _shared_options
+    _shared, _shared_options = LocalRay(options), dict(options or {})
+    atexit.register(_stop_shared)  # a process that ends normally stops it (os._exit leaves that to the kernel)
+
+
+def _stop_shared() -> None:
+    global _shared, _shared_options
+    if _shared is not None:
+        _shared.join()
+        _shared = _shared_options = None
 
 
 def begin(options: dict | None = None) -> None:
-    """Start a local Ray now, for the next `acquire` to adopt (the CLI calls this before it loads the stream)."""
-    global _begun
-    if _begun is None and not ray.is_initialized():
-        _begun = LocalRay(options)
+    """Start the process's local Ray now, for the runs to come (the CLI calls this before it loads the stream)."""
+    if _shared is None and not ray.is_initialized():
+        _start_shared(options)
+
+
+def begin_for(engine: str, address: str | None, metrics_port: int | None) -> None:
+    """`begin` if a run of `engine` will need a local Ray (the Ray engine, no `address`), with the options its
+    metrics port asks for; not if that port is taken (the run's checks then say so in one line)."""
+    from topo.ray_engine.metrics import local_options, port_free
+
+    if engine != "ray" or address or (metrics_port is not None and not port_free(metrics_port)):
+        return
+    begin(local_options(metrics_port))
 
 
 def begun() -> bool:
-    """Whether a local Ray was begun and awaits its run."""
-    return _begun is not None
+    """Whether this process started a local Ray of its own (its runs share it)."""
+    return _shared is not None
 
 
 def abandon() -> None:
-    """Stop a local Ray begun but never used (the run failed before it started), and wait for it."""
-    global _begun
-    if _begun is not None:
-        _begun.join()
-        _begun = None
+    """Stop the process's local Ray and wait for it (a process that never used it, or is done with it)."""
+    _stop_shared()
 
 
 def acquire(address: str | None, options: dict | None = None) -> Session:
-    """Ray for a run: adopt the one begun, else use the one already up, else join `address`, else start one."""
-    global _begun
-    if _begun is not None:
-        session, _begun = _begun, None
-    elif ray.is_initialized():
-        session = Session()  # the caller's own Ray: left as it is
-    elif address:
-        session = Joined(address)
+    """Ray for a run: the process's shared local Ray (started now if none is up; restarted if the run needs other
+    options, a metrics port), else the caller's own Ray, else the cluster at `address`. Runs in one process share
+    one Ray: its start (about 3 s here) and stop (about 1 s) are paid once."""
+    if _shared is not None and not address:
+        if _shared_options != dict(options or {}):
+            _stop_shared()
+            _start_shared(options)
+        _shared.ready()
+        return _Borrowed()
+    if ray.is_initialized():
+        return Session()  # the caller's own Ray (or a cluster a run joined): left as it is
+    if address:
+        session: Session = Joined(address)
     else:
-        session = LocalRay(options)
+        _start_shared(options)
+        session = _Borrowed()
+        _shared.ready()
     session.ready()
     return session
+
+
+def exit_now(status: int) -> None:
+    """End the process at once with `status`, once its outputs are written, and every process its local Ray
+    started with it, where `ray.shutdown` would hold the user about a second more."""
+    if _shared is None:
+        return
+    import psutil
+
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    # the GCS and the raylet die with this process; the agents and workers the raylet started would outlive it
+    for child in psutil.Process().children(recursive=True):
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    os._exit(status)

@@ -9,29 +9,40 @@ and starting one per run cost about 0.4 s on 2 cores.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import ray
 
 TOPIC = "topo-input-topic"  # one per driver (Ray namespaces keep drivers apart)
+PUT_TIMEOUT_S = 60.0  # a source waits this long for its run's input to be put
 
 
 class InputTopic:
-    """Each run's shares of its stream, (keys, arrivals, values) by source index, under the run's name."""
+    """Each run's shares of its stream, (keys, arrivals, values) by source index, under the run's name. A source
+    that asks before the driver's `put` arrived waits for it: the driver does not wait for the topic to start
+    before it starts the run's processes."""
 
     def __init__(self) -> None:
         self.shares: dict[str, list] = {}
+        self._put: dict[str, asyncio.Event] = {}
 
-    def put(self, run: str, shares: list) -> None:
+    def _arrived(self, run: str) -> asyncio.Event:
+        return self._put.setdefault(run, asyncio.Event())
+
+    async def put(self, run: str, shares: list) -> None:
         """Hold the refs of `run`'s shares (nested in a list, so that Ray leaves them unresolved)."""
         self.shares[run] = shares
+        self._arrived(run).set()
 
-    def drop(self, run: str) -> None:
+    async def drop(self, run: str) -> None:
         """The run is over: let its shares go."""
         self.shares.pop(run, None)
+        self._put.pop(run, None)
 
-    def ref(self, run: str, source: int) -> list:
-        """[the object ref of the share of `source` in `run`] (nested: the caller resolves it)."""
+    async def ref(self, run: str, source: int) -> list:
+        """[the object ref of the share of `source` in `run`] (nested: the caller resolves it), once put."""
+        await asyncio.wait_for(self._arrived(run).wait(), PUT_TIMEOUT_S)
         return [self.shares[run][source]]
 
 
