@@ -5,26 +5,19 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import secrets
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 
+from topo.ray_engine.nodes import local_cluster
+
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / "clusters"
 CONFIGS = ("aws.yaml", "local.yaml")
-RAY = Path(sys.executable).with_name("ray")
 # ports that must never face the internet: dashboard, Prometheus, Grafana, Ray metrics export, GCS, Ray client
 PROTECTED_PORTS = (8265, 9090, 3000, 8080, 6379, 10001)
 WORLD = ("0.0.0.0/0", "::/0")
@@ -176,98 +169,6 @@ def test_local_cluster_offers_per_machine_placement_resources():
 
 # --- a real multi-node run -----------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, process group) of a process, or None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[0], int(fields[2])
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def ours(groups: set[int], temp_dir: str) -> list[int]:
-    """Live (not zombie) processes this test started: in its process groups, or naming its Ray temp dir."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        pid = int(entry.name)
-        stat = _stat(pid)
-        if stat and stat[0] not in "ZX" and (stat[1] in groups or temp_dir in _cmdline(pid)):
-            found.append(pid)
-    return found
-
-
-def stop(groups: set[int], temp_dir: str, grace_s: float = 10.0) -> None:
-    """SIGTERM the process groups we started (never `ray stop`, which stops every Ray on the machine), then SIGKILL
-    what is left of them."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in ours(groups, temp_dir):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while ours(groups, temp_dir) and time.monotonic() < deadline:
-            time.sleep(0.2)
-
-
-@contextmanager
-def two_node_cluster():
-    """A Ray head offering {"fast": 100} and a second raylet offering {"slow": 100}, on this machine, with token
-    authentication (a fresh token in a temporary file, so ~/.ray is not touched), in their own temp dir and on free
-    ports, so neither collides with the session's local Ray (tests/conftest.py) nor with anyone else's."""
-    base = tempfile.mkdtemp(prefix="topo-rc-", dir="/tmp")  # short: Ray's unix socket paths must stay < 108 bytes
-    temp_dir = os.path.join(base, "ray")
-    token = Path(base, "auth_token")
-    token.write_text(secrets.token_hex(32))
-    token.chmod(0o600)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token), RAY_USAGE_STATS_ENABLED="0")
-    port = free_port()
-    common = ["--num-cpus=1", "--object-store-memory=150000000", f"--temp-dir={temp_dir}", "--disable-usage-stats",
-              "--include-log-monitor=false"]
-    nodes = [
-        ["--head", f"--port={port}", '--resources={"fast": 100}', "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}"],
-        [f"--address=127.0.0.1:{port}", '--resources={"slow": 100}'],
-    ]
-    groups: set[int] = set()
-    try:
-        for args in nodes:
-            proc = subprocess.Popen([str(RAY), "start", *args, *common, f"--dashboard-agent-listen-port={free_port()}"],
-                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True)  # the daemons it leaves stay in this process group
-            groups.add(proc.pid)
-            out, _ = proc.communicate(timeout=90)
-            assert proc.returncode == 0, out[-3000:]
-        yield f"127.0.0.1:{port}", env, base
-    finally:
-        stop(groups, temp_dir)
-        left = ours(groups, temp_dir)
-        shutil.rmtree(base, ignore_errors=True)
-        assert not left, f"Ray processes left running: {[_cmdline(p)[:120] for p in left]}"
-
-
-NODES_SCRIPT = """
-import json, sys, ray
-ray.init(address=sys.argv[1], logging_level="ERROR")
-print(json.dumps([{"id": n["NodeID"], "alive": n["Alive"], "resources": n["Resources"]} for n in ray.nodes()]))
-"""
-
 INTRUDER_SCRIPT = """
 import sys, ray
 ray.init(address=sys.argv[1], logging_level="ERROR")
@@ -281,7 +182,8 @@ def test_multi_node_run_pins_workers_to_the_nodes_offering_their_resource():
     on the other node, the summary says so, and the run stays exact; a client with the wrong token is refused.
     The topology runs in a subprocess because this pytest process may already hold a local Ray
     (the ray_session fixture)."""
-    with two_node_cluster() as (address, env, base):
+    with local_cluster([{"fast": 100}, {"slow": 100}]) as cluster:
+        address, env, base = cluster.address, cluster.env, cluster.base
         out_dir = Path(base, "run")
         run = subprocess.Popen(
             [sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", "ray", "--address", address,
@@ -294,17 +196,14 @@ def test_multi_node_run_pins_workers_to_the_nodes_offering_their_resource():
         intruder = subprocess.Popen(  # token authentication is on: a client with another token is turned away
             [sys.executable, "-c", INTRUDER_SCRIPT, address], env={**env, "RAY_AUTH_TOKEN_PATH": str(wrong)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        listing = subprocess.run([sys.executable, "-c", NODES_SCRIPT, address], env=env, capture_output=True,
-                                 text=True, timeout=90)
+        nodes = cluster.nodes()
         stdout, stderr = run.communicate(timeout=150)
         assert run.returncode == 0, stderr[-3000:]
         intruder_out, intruder_err = intruder.communicate(timeout=120)
-        assert listing.returncode == 0, listing.stderr[-3000:]
 
     assert intruder.returncode != 0 and "CONNECTED" not in intruder_out
     assert re.search("token", intruder_err, re.IGNORECASE), intruder_err[-3000:]
 
-    nodes = [n for n in json.loads(listing.stdout.strip().splitlines()[-1]) if n["alive"]]
     by_resource = {res: n["id"] for n in nodes for res in ("fast", "slow") if n["resources"].get(res)}
     assert len(nodes) == 2 and by_resource["fast"] != by_resource["slow"]
     assert "node:__internal_head__" in next(n for n in nodes if n["id"] == by_resource["fast"])["resources"]

@@ -154,11 +154,12 @@ def recovery(got: Collected) -> dict:
 
 
 def processes(got: Collected) -> list[dict]:
-    """What each process of the run hosted at the end (its last incarnation): sources, workers, peak memory."""
+    """What each process of the run hosted at the end (its last incarnation): sources, workers, peak memory, and
+    the node it ran on (None for a process of sources only)."""
     rows: dict[int, dict] = {}
 
     def row(pid: int, rss: float) -> dict:
-        entry = rows.setdefault(pid, {"pid": pid, "sources": [], "workers": [], "peak_rss_mb": 0.0})
+        entry = rows.setdefault(pid, {"pid": pid, "node": None, "sources": [], "workers": [], "peak_rss_mb": 0.0})
         entry["peak_rss_mb"] = max(entry["peak_rss_mb"], rss)
         return entry
 
@@ -170,7 +171,9 @@ def processes(got: Collected) -> list[dict]:
         for how, count in report["counters"]["frames"].items():
             frames[how] += count
     for w, report in enumerate(got.workers):
-        row(report["pid"], report["peak_rss_mb"])["workers"].append(w)
+        entry = row(report["pid"], report["peak_rss_mb"])
+        entry["workers"].append(w)
+        entry["node"] = report["node"]  # where the process ran (its workers share it)
     return sorted(rows.values(), key=lambda r: (r["workers"][:1] or [-1], r["sources"][:1] or [-1]))
 
 
