@@ -47,6 +47,7 @@ clock = time.perf_counter()
 inputs = []
 for n in range(int(sys.argv[1])):
     spec = spec_from_args(build_parser().parse_args(["--engine", "ray", "--seed", str(n)]))  # the default
+    runner.begin_engine(spec)  # the first starts a local Ray while the stream loads; the others find it up
     result = runner.execute(runner.prepare(spec), progress=False)
     assert result.summary["exact"], n
     inputs.append(result.summary["tuples_in"] / result.summary["config"]["rate"])

@@ -34,7 +34,8 @@ from topo.results.metrics import RunResult
 from topo.schedule import MESSAGES
 from topo.spec import SpecError, TopologySpec
 
-START_LEAD_S = 0.2  # sources start together this long after they are told to
+START_LEAD_S = 0.05  # sources start together this long after they are told to, plus START_LEAD_PER_SOURCE_S each
+START_LEAD_PER_SOURCE_S = 0.002  # the driver's Ray call to start one source takes about 1 ms here
 POLL_COUNT_S = 0.02  # while a change waits for a message count: how late after it the change may come
 WORK_MODES = ("sleep", "cpu")
 
@@ -157,7 +158,7 @@ def _drive(spec, run: Run, events, progress, address, work,
     driver_metrics = DriverMetrics(metrics) if metrics is not None else None
     quotas = run.apply_quotas(spec.capacity_list) if getattr(spec, "cgroup_quota", False) else None
     clock = time.perf_counter()
-    t0 = time.time() + START_LEAD_S
+    t0 = time.time() + START_LEAD_S + START_LEAD_PER_SOURCE_S * len(run.sources)
     watch = Watch(run, t0)
     world = World(spec, run)
     if quotas is not None:

@@ -86,16 +86,14 @@ class Session:
 
 
 class Joined(Session):
-    """A cluster joined at an address: disconnecting leaves it running."""
+    """A cluster joined at an address, and kept joined for the process's next runs: disconnecting (at exit) leaves
+    it running."""
 
     def __init__(self, address: str) -> None:
         try:
             ray.init(address=address, **QUIET)
         except ConnectionError as exc:  # it answered the check, then went away, or is not a Ray that takes us
             raise SpecError(f"--address {address}: could not join the Ray cluster ({first_line(exc)})") from None
-
-    def release(self) -> None:
-        ray.shutdown()
 
 
 class LocalRay(Session):
@@ -213,8 +211,9 @@ def acquire(address: str | None, options: dict | None = None) -> Session:
 
 def exit_now(status: int) -> None:
     """End the process at once with `status`, once its outputs are written, and every process its local Ray
-    started with it, where `ray.shutdown` would hold the user about a second more."""
-    if _shared is None:
+    started with it, where `ray.shutdown` would hold the user about a second more (a joined cluster sees its driver
+    leave, as at any exit)."""
+    if _shared is None and not ray.is_initialized():
         return
     import psutil
 
