@@ -3,8 +3,12 @@ default spec (`make run`'s topology, 50k messages, about 2.8 s of input), with R
 Ray that stays up (`--address auto` after `ray start --head`), and in the simulator; and what an experiment of
 many Ray runs in one process spends against the sum of its runs' input durations plus one Ray start.
 
-python benchmarks/bench_fixed_cost.py                 # 3 processes each way, an experiment of 20 runs (~4 minutes)
+python benchmarks/bench_fixed_cost.py                 # 3 processes each way, an experiment of 20 runs (~5 minutes)
 python benchmarks/bench_fixed_cost.py --repeat 1 --runs 5
+
+It also times a cost-0 word count of 2M messages (pkg, 2 sources, 2 workers, saturating input) as a whole process on
+Ray, in the simulator and on Flink (`--engine flink`: a real Flink 2.3 job on a local MiniCluster, its JVM's own
+wall time reported apart), side by side; Flink's row needs `make flink`.
 
 Each figure is the median of `--repeat` processes. A Ray start is timed alone too: a child process that starts a
 local Ray as a run does (`topo.ray_engine.local.LocalRay`) and waits until it takes actors.
@@ -70,6 +74,23 @@ def whole(extra: list[str], env: dict | None = None) -> tuple[float, float]:
     return wall, s["tuples_in"] / s["config"]["rate"]
 
 
+COST0 = ["--grouping", "pkg", "--sources", "2", "--workers", "2", "--cost-ms", "0", "--rate", "max",
+         "--stream", "zipf:z=1.2,keys=100000,messages=2000000,seed=7"]
+
+
+def cost0(engine: str) -> tuple[float, dict]:
+    """(seconds of the whole process, summary) of the 2M-message cost-0 word count on `engine`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = time.perf_counter()
+        done = subprocess.run([*RUN, "--out", f"{tmp}/run", "--engine", engine, *COST0], capture_output=True,
+                              text=True, cwd=ROOT)
+        wall = time.perf_counter() - clock
+    if done.returncode:
+        raise SystemExit(f"bench_fixed_cost.py: --engine {engine}: "
+                         f"{(done.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return wall, json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def child(script: str, *args: str) -> str:
     """The last line a Python child process running `script` printed."""
     done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=ROOT,
@@ -114,10 +135,23 @@ def main(argv: list[str] | None = None) -> int:
           f"input + {start:.1f} s for a Ray start: {got['wall_s'] / (inputs + start):.2f}x (at most 1.5x: "
           f"{'yes' if got['wall_s'] <= bound else 'no'}); {(got['wall_s'] - inputs - start) / args.runs:.2f} s "
           "beyond its input per run")
+    side = {}
+    for engine in ("sim", "ray", "flink"):
+        runs = [cost0(engine) for _ in range(args.repeat)]
+        wall = statistics.median(w for w, _ in runs)
+        job = [s.get("flink", {}).get("job_wall_s") for _, s in runs]
+        side[engine] = {"process_s": wall, "processes_s": [w for w, _ in runs],
+                        "exact": all(s["exact"] for _, s in runs),
+                        "job_s": statistics.median(job) if engine == "flink" else None}
+        extra = f", of which the Flink job's JVM {side[engine]['job_s']:.2f} s" if engine == "flink" else ""
+        print(f"2M messages at cost 0, {engine:5s} {wall:6.2f} s whole process{extra}  "
+              f"({', '.join(f'{w:.2f}' for w, _ in runs)})", flush=True)
+    print(f"Ray's whole process = {side['ray']['process_s'] / side['flink']['process_s']:.2f}x Flink's, "
+          f"{side['ray']['process_s'] / side['flink']['job_s']:.2f}x the Flink job's JVM alone")
     if args.json:
         print(json.dumps({"rows": rows, "sim_process_s": statistics.median(sim), "ray_start_s": start,
                           "ray_starts_s": starts,
-                          "experiment": {"runs": args.runs, "wall_s": got["wall_s"], "inputs_s": inputs,
+                          "cost0": side, "experiment": {"runs": args.runs, "wall_s": got["wall_s"], "inputs_s": inputs,
                                          "ratio": got["wall_s"] / (inputs + start)}}))
     return 0
 
