@@ -81,7 +81,25 @@ def bench_once(spec: TopologySpec, stream, label: str, metrics: bool = False) ->
           f"bottleneck {summary['headroom']['bottleneck']} | setup {clock['setup']:.1f} s, outputs "
           f"{clock['metrics']:.1f} s")
     return {"ray_tps": tuples / loop, "ray_p50_ms": summary["latency_ms"]["p50"], "ray_exact": summary["exact"],
-            "ray_bottleneck": summary["headroom"]["bottleneck"], "ray_setup_s": clock["setup"]}
+            "ray_bottleneck": summary["headroom"]["bottleneck"], "ray_setup_s": clock["setup"],
+            "buffers": facts["sub_batches"], "loop_s": loop}
+
+
+def metrics_per_buffer(batch: int, calls: int = 2000) -> float:
+    """Seconds a worker's metrics take per served buffer of `batch` tuples: counting its latencies, and its share
+    of a publish (one per flush, every 0.5 s, which here follows a few hundred buffers)."""
+    from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
+
+    metrics = WorkerMetrics(MetricsContext(run="bench", grouping="pkg"), 0)
+    arrival = np.linspace(0.0, 1.0, batch)
+    finish = arrival + np.random.default_rng(1).exponential(0.01, batch)
+    clock = time.perf_counter()
+    for i in range(calls):
+        metrics.served(arrival, finish)
+        metrics.load(3.0, 0.5, 0)
+        if i % 100 == 99:
+            metrics.publish()
+    return (time.perf_counter() - clock) / calls
 
 
 def whole_process(engine: str, messages: int, grouping: str) -> float:
@@ -134,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             spec = TopologySpec(grouping=args.grouping, engine="ray", workers=args.workers, sources=args.sources,
                                 cost_ms=0.0, batch_size=batch, max_pending=args.max_pending, linger_ms=20.0,
                                 operator="wordcount")
-            row = {"batch": batch, "ceiling_tps": ceiling, "empty_calls_per_s": calls,
-                   **bench_once(spec, stream, args.grouping)}
+            plain = bench_once(spec, stream, args.grouping)
+            row = {"batch": batch, "ceiling_tps": ceiling, "empty_calls_per_s": calls, **plain}
             clock = time.perf_counter()
             sim = simulate(spec.with_(engine="sim"), stream)
             row["sim_tps"] = args.messages / (time.perf_counter() - clock)
@@ -153,7 +171,14 @@ def main(argv: list[str] | None = None) -> int:
                 row["ray_tps"], row["ray_tps_metrics"] = float(np.median(without)), float(np.median(with_))
                 print(f"metrics     batch {batch:>6} | exported metrics cost "
                       f"{1 - row['ray_tps_metrics'] / row['ray_tps']:.1%} of the throughput (medians of "
-                      f"{len(without)} runs each, taken in turns)")
+                      f"{len(without)} runs each, taken in turns; the runs without metrics ranged "
+                      f"{min(without) / 1e6:.2f}M-{max(without) / 1e6:.2f}M tuples/s)")
+                per_buffer = metrics_per_buffer(batch)
+                row["metrics_us_per_buffer"] = per_buffer * 1e6
+                row["metrics_share"] = per_buffer * plain["buffers"] / plain["loop_s"]
+                print(f"metrics     batch {batch:>6} | a worker's metrics take {per_buffer * 1e6:.1f} us per buffer "
+                      f"(timed alone): {row['metrics_share']:.2%} of the run's wall time at its "
+                      f"{plain['buffers']:,} buffers")
             rows.append(row)
     finally:
         ray.shutdown()
