@@ -200,6 +200,13 @@ def test_multi_node_run_pins_workers_to_the_nodes_offering_their_resource():
         stdout, stderr = run.communicate(timeout=150)
         assert run.returncode == 0, stderr[-3000:]
         intruder_out, intruder_err = intruder.communicate(timeout=120)
+        # Storm's model on the same cluster: one process per node, frames between them through Ray
+        spread = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "run_topology.py"), "--engine", "ray", "--address", address,
+             "--processes", "2", "--workers", "4", "--sources", "2", "--rate", "4000",
+             "--stream", "zipf:z=1.0,keys=1000,messages=8000,seed=1", "--out", str(Path(base, "spread")),
+             "--json", "--quiet", "--no-plots"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=150)
+        assert spread.returncode == 0, spread.stderr[-3000:]
 
     assert intruder.returncode != 0 and "CONNECTED" not in intruder_out
     assert re.search("token", intruder_err, re.IGNORECASE), intruder_err[-3000:]
@@ -216,3 +223,9 @@ def test_multi_node_run_pins_workers_to_the_nodes_offering_their_resource():
         assert row["node"]["ip"]
         assert row["node"]["node_id"] == by_resource[placement[row["id"]]], row
     assert summary["ray"]["address"] == address
+
+    spread_summary = json.loads(spread.stdout.strip().splitlines()[-1])
+    assert spread_summary["exact"] is True
+    processes = spread_summary["ray"]["recovery"]["processes"]
+    assert sorted(p["node"]["node_id"] for p in processes) == sorted(n["id"] for n in nodes)  # one on each node
+    assert all(p["frames"]["ray"] > 0 and p["frames"]["wire"] == 0 for p in processes)  # across nodes: Ray only
