@@ -222,8 +222,10 @@ def add_ray_options(p: argparse.ArgumentParser) -> None:
                         "(an incremental checkpoint on the driver's node); a batch counts as committed, and leaves "
                         "its source's replay buffer, once durable; 0 = with every flush")
     p.add_argument("--address", default=None, metavar="ADDRESS",
-                   help="ray engine: join this Ray cluster ('auto' = the one this machine belongs to) instead of "
-                        "starting a local one")
+                   help="ray engine: join this Ray cluster ('auto' = the one this machine belongs to, e.g. one "
+                        "started with `ray start --head`; a cluster with token authentication needs "
+                        "RAY_AUTH_MODE=token) instead of starting a local Ray, whose start takes seconds; default: "
+                        "a local Ray, started first and stopped with the command")
     p.add_argument("--placement", default=None, metavar="RES1,RES2,...",
                    help="ray engine: one custom resource name per worker (e.g. fast,fast,slow,slow); each worker "
                         "runs only on nodes offering it")
