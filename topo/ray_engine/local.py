@@ -1,9 +1,10 @@
-"""Ray for one run: a cluster joined at an address, a Ray the caller already holds, or a local Ray that a thread of
-its own starts and stops, so that its start overlaps the loading of the stream and its stop the outputs.
+"""Ray for a process's runs: a cluster joined at an address, a Ray the caller already holds, or a local Ray that a
+thread of its own starts (its start overlaps the command line's checks and the stream's load) and that every later
+run of the process shares, stopped when the process exits.
 
 Ray ties the processes it starts (GCS, raylet, workers) to the thread that started them (they die with it), so the
 thread that calls `ray.init` lives until `ray.shutdown`. Starting takes about 3 s here, most of it waiting for the
-raylet; stopping takes about 1 s of waiting for processes to exit. Neither needs the driver's CPU.
+raylet; stopping takes about 1 s of waiting for processes to exit, which a command line skips (`exit_now`).
 """
 
 from __future__ import annotations
@@ -151,7 +152,6 @@ class _Borrowed(Session):
 def _start_shared(options: dict | None) -> None:
     global _shared, _shared_options
     _shared, _shared_options = LocalRay(options), dict(options or {})
-    atexit.register(_stop_shared)  # a process that ends normally stops it (os._exit leaves that to the kernel)
 
 
 def _stop_shared() -> None:
@@ -159,6 +159,9 @@ def _stop_shared() -> None:
     if _shared is not None:
         _shared.join()
         _shared = _shared_options = None
+
+
+atexit.register(_stop_shared)  # a process that ends normally stops its Ray (`exit_now` kills it instead)
 
 
 def begin(options: dict | None = None) -> None:
@@ -191,7 +194,11 @@ def acquire(address: str | None, options: dict | None = None) -> Session:
     """Ray for a run: the process's shared local Ray (started now if none is up; restarted if the run needs other
     options, a metrics port), else the caller's own Ray, else the cluster at `address`. Runs in one process share
     one Ray: its start (about 3 s here) and stop (about 1 s) are paid once."""
-    if _shared is not None and not address:
+    if address and _shared is not None:
+        _stop_shared()  # a run that joins a cluster leaves this process's local Ray
+    if not address and _shared is None and not ray.is_initialized():
+        _start_shared(options)
+    if not address and _shared is not None:
         if _shared_options != dict(options or {}):
             _stop_shared()
             _start_shared(options)
@@ -199,14 +206,7 @@ def acquire(address: str | None, options: dict | None = None) -> Session:
         return _Borrowed()
     if ray.is_initialized():
         return Session()  # the caller's own Ray (or a cluster a run joined): left as it is
-    if address:
-        session: Session = Joined(address)
-    else:
-        _start_shared(options)
-        session = _Borrowed()
-        _shared.ready()
-    session.ready()
-    return session
+    return Joined(address)
 
 
 def exit_now(status: int) -> None:
