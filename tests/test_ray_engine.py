@@ -245,8 +245,10 @@ def test_cgroup_quotas_are_set_per_worker_and_lifted_after(overload):
 
 @pytest.mark.slow  # the default suite kills workers in tests/test_chaos.py
 def test_a_worker_killed_mid_run_loses_nothing(ray_session):
+    # the separate layout: worker 1's process dies alone, and the sources that survive it replay what it lost (in
+    # Storm's model the sources would die with it; tests/test_chaos.py kills those processes)
     spec = TopologySpec(grouping="pkg", workers=2, sources=2, cost_ms=0.05, rate=10000.0, batch_size=200,
-                        aggregate_every_s=0.3)
+                        aggregate_every_s=0.3, engine="ray", worker_processes=2)
     summary = run_ray(spec, zipf_stream(20000), chaos=(("kill-worker", 1, 0.8),)).summary
     check_run(summary, spec)
     facts = summary["ray"]
