@@ -60,35 +60,27 @@ exit_process(0)
 """
 
 
-def whole(extra: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(seconds of the whole process, seconds of its input) of one default run with `extra` options."""
+def timed(args: list[str], env: dict | None = None) -> tuple[float, dict]:
+    """(seconds of the whole process, summary) of one run_topology.py with `args`."""
     with tempfile.TemporaryDirectory() as tmp:
         clock = time.perf_counter()
-        done = subprocess.run([*RUN, "--out", f"{tmp}/run", *extra], capture_output=True, text=True, env=env,
+        done = subprocess.run([*RUN, "--out", f"{tmp}/run", *args], capture_output=True, text=True, env=env,
                               cwd=ROOT)
         wall = time.perf_counter() - clock
     if done.returncode:
-        raise SystemExit(f"bench_fixed_cost.py: run_topology.py {' '.join(extra)}: "
+        raise SystemExit(f"bench_fixed_cost.py: run_topology.py {' '.join(args)}: "
                          f"{(done.stderr.strip().splitlines() or ['failed'])[-1]}")
-    s = json.loads(done.stdout.strip().splitlines()[-1])
+    return wall, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def whole(extra: list[str], env: dict | None = None) -> tuple[float, float]:
+    """(seconds of the whole process, seconds of its input) of one default run with `extra` options."""
+    wall, s = timed(extra, env)
     return wall, s["tuples_in"] / s["config"]["rate"]
 
 
 COST0 = ["--grouping", "pkg", "--sources", "2", "--workers", "2", "--cost-ms", "0", "--rate", "max",
          "--stream", "zipf:z=1.2,keys=100000,messages=2000000,seed=7"]
-
-
-def cost0(engine: str) -> tuple[float, dict]:
-    """(seconds of the whole process, summary) of the 2M-message cost-0 word count on `engine`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = time.perf_counter()
-        done = subprocess.run([*RUN, "--out", f"{tmp}/run", "--engine", engine, *COST0], capture_output=True,
-                              text=True, cwd=ROOT)
-        wall = time.perf_counter() - clock
-    if done.returncode:
-        raise SystemExit(f"bench_fixed_cost.py: --engine {engine}: "
-                         f"{(done.stderr.strip().splitlines() or ['failed'])[-1]}")
-    return wall, json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def child(script: str, *args: str) -> str:
@@ -137,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
           "beyond its input per run")
     side = {}
     for engine in ("sim", "ray", "flink"):
-        runs = [cost0(engine) for _ in range(args.repeat)]
+        runs = [timed(["--engine", engine, *COST0]) for _ in range(args.repeat)]
         wall = statistics.median(w for w, _ in runs)
         job = [s.get("flink", {}).get("job_wall_s") for _, s in runs]
         side[engine] = {"process_s": wall, "processes_s": [w for w, _ in runs],

@@ -23,14 +23,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from experiments.engines.storm_deployments import agreement
 from experiments.provenance import add_numbers_option
 from topo.ray_engine.dilation import MAX_TIME_SCALE
 from topo.ray_engine.nodes import local_cluster
 from topo.results.headroom import EMULATOR
 
 ROOT = Path(__file__).resolve().parents[1]
-TPS_WITHIN = 0.10  # the storm-deployments criterion: throughput within 10%
-P99_RATIO, P99_MS = 1.5, 20.0  # and p99 within 1.5x or 20 ms
 
 
 def spec_args(grouping: str, messages: int) -> list[str]:
@@ -50,13 +49,6 @@ def run(args: list[str], env: dict | None = None) -> dict:
     if done.returncode:
         raise SystemExit(f"bench_nodes.py: {(done.stderr.strip().splitlines() or ['a run failed'])[-1]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def agree(ray: dict, sim: dict) -> bool:
-    """The storm-deployments criterion between the two engines' summaries."""
-    tps = abs(ray["throughput_tps"] / sim["throughput_tps"] - 1) <= TPS_WITHIN
-    a, b = ray["latency_ms"]["p99"], sim["latency_ms"]["p99"]
-    return tps and (max(a, b) <= P99_RATIO * min(a, b) or abs(a - b) <= P99_MS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{i:7d} {index.get(node.get('node_id'), -1):4d} {str(node.get('node_id'))[:10]:>10s} "
               f"{proc['workers'][0]:>4d}-{proc['workers'][-1]:<4d} {len(proc['sources']):7d}  "
               f"{frames.get('process', 0):,} / {frames.get('wire', 0):,} / {frames.get('ray', 0):,}")
-    ok = agree(ray, sim)
+    ok = all(agreement(ray, sim))  # storm-deployments' criterion
     for name, s in (("ray", ray), ("sim", sim)):
         print(f"{name:4s} K={k:g}: {s['throughput_tps']:9,.0f} tuples/s, p50 {s['latency_ms']['p50']:7.1f} ms, "
               f"p99 {s['latency_ms']['p99']:7.1f} ms, exact {s['exact']}, bottleneck {s['headroom']['bottleneck']}")

@@ -130,10 +130,18 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
         + ray["ray"]["recovery"]["peak_rss_mb"]["aggregator"], "setup_s": ray["wall_clock_s"]["setup"],
         "exact": ray["exact"] and sim["exact"], "compared": compared,
     }
-    row["tps_agree"] = abs(row["ray_tps"] / row["sim_tps"] - 1) <= AGREE_TPS if compared else None
-    low, high = sorted((row["ray_p99_ms"], row["sim_p99_ms"]))
-    row["p99_agree"] = (high <= AGREE_P99 * low or high - low <= AGREE_P99_MS) if compared else None
+    tps_agree, p99_agree = agreement(ray, sim)
+    row["tps_agree"] = tps_agree if compared else None
+    row["p99_agree"] = p99_agree if compared else None
     return row
+
+
+def agreement(ray: dict, sim: dict) -> tuple[bool, bool]:
+    """Whether two runs' summaries agree in throughput (within AGREE_TPS) and in p99 (within AGREE_P99 times, or
+    AGREE_P99_MS)."""
+    tps = abs(ray["throughput_tps"] / sim["throughput_tps"] - 1) <= AGREE_TPS
+    low, high = sorted((ray["latency_ms"]["p99"], sim["latency_ms"]["p99"]))
+    return tps, high <= AGREE_P99 * low or high - low <= AGREE_P99_MS
 
 
 def _simulate(spec: TopologySpec, data) -> RunResult:
