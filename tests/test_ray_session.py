@@ -63,7 +63,7 @@ def test_runs_of_one_process_share_one_ray_and_its_exit_leaves_none_behind(tmp_p
     assert not left, [p.name() for p in left]
 
 
-def test_a_source_that_asks_before_the_put_gets_its_share(ray_session):
+def test_actors_that_ask_before_the_put_get_their_share(ray_session):
     import ray
 
     from topo.ray_engine.topic import InputTopic
@@ -71,11 +71,13 @@ def test_a_source_that_asks_before_the_put_gets_its_share(ray_session):
     topic = ray.remote(InputTopic).options(num_cpus=0).remote()
     try:
         early = topic.ref.remote("run-x", 1)  # the source asks first
-        ready, _ = ray.wait([early], timeout=0.5)
-        assert not ready  # it waits for the put, instead of failing on a run it does not know
+        lengths = topic.share_lengths.remote("run-x")  # and the aggregator
+        ready, _ = ray.wait([early, lengths], num_returns=2, timeout=0.5)
+        assert not ready  # they wait for the put, instead of failing on a run they do not know
         shares = [ray.put(np.arange(3)), ray.put(np.arange(5))]
-        ray.get(topic.put.remote("run-x", shares))
+        ray.get(topic.put.remote("run-x", shares, [3, 5]))
         assert list(ray.get(ray.get(early)[0])) == [0, 1, 2, 3, 4]
+        assert ray.get(lengths) == [3, 5]
     finally:
         ray.kill(topic)
 

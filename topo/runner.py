@@ -27,7 +27,7 @@ class Prepared:
     """A topology whose every input has been checked: ready to run."""
 
     spec: TopologySpec
-    stream: Stream
+    stream: Stream | None  # None: checked by name, and loaded as the run starts (`later`)
 
 
 def check(spec: TopologySpec) -> None:
@@ -71,6 +71,13 @@ def load(spec: TopologySpec) -> Prepared:
     return Prepared(spec, stream)
 
 
+def later(spec: TopologySpec) -> Prepared:
+    """The checked spec with its stream still to load: the Ray engine loads it while the run's actors start (a
+    process's start, about 0.8 s here), the other engines before they run. A stream that cannot be read fails the
+    run then, with the same one-line SpecError as `load`."""
+    return Prepared(spec, None)
+
+
 def prepare(spec: TopologySpec) -> Prepared:
     """Check the engine, operator, grouping and stream; raise SpecError with one line on the first problem."""
     check(spec)
@@ -107,10 +114,15 @@ def _engine(spec: TopologySpec, run_id: str | None = None):
     if spec.engine == "flink":
         from topo.flink_engine import run_flink
 
-        return lambda sp, st, progress=None: run_flink(sp, st, progress=progress)
+        return lambda sp, st, progress=None: run_flink(sp, _loaded(st), progress=progress)
     from topo.sim import simulate
 
-    return lambda sp, st, progress=None: simulate(sp, st, progress=progress)
+    return lambda sp, st, progress=None: simulate(sp, _loaded(st), progress=progress)
+
+
+def _loaded(stream):
+    """The stream, loaded now if it is a call that loads it (only the Ray engine overlaps the load with its start)."""
+    return stream() if callable(stream) else stream
 
 
 def choose_time_scale(prepared: Prepared, quiet: bool = False) -> dict:
@@ -131,9 +143,8 @@ def execute(prepared: Prepared, progress: bool = True, run_id: str | None = None
     label of its metrics (the CLI passes the run directory's name)."""
     spec, stream = prepared.spec, prepared.stream
     run = _engine(spec, run_id)
-    total = stream.messages
     if not progress:
-        return run(spec, stream)
+        return run(spec, stream if stream is not None else lambda: load(spec).stream)
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -141,8 +152,15 @@ def execute(prepared: Prepared, progress: bool = True, run_id: str | None = None
     bar = Progress(TextColumn(f"{spec.grouping} on {spec.engine}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("tuples"), TimeElapsedColumn(), console=Console(stderr=True), transient=True)
     with bar:
-        task = bar.add_task("run", total=total)
-        result = run(spec, stream, progress=lambda emitted: bar.update(task, completed=emitted))
+        task = bar.add_task("run", total=None if stream is None else stream.messages)
+
+        def loading() -> Stream:
+            loaded = load(spec).stream
+            bar.update(task, total=loaded.messages)
+            return loaded
+
+        result = run(spec, stream if stream is not None else loading,
+                     progress=lambda emitted: bar.update(task, completed=emitted))
     return result
 
 

@@ -341,7 +341,8 @@ def _main(argv: list[str] | None) -> int:
         runner.check(spec)  # grouping, operator, engine: raises SpecError before any run starts
         out = Path(args.out) if args.out else default_run_dir(spec.grouping, spec.engine)
         check_destination(out, args.overwrite)
-        prepared = runner.load(spec)
+        # on Ray the stream loads while the run's actors start; the pilots of --time-scale auto need it first
+        prepared = runner.later(spec) if spec.engine == "ray" and not auto else runner.load(spec)
         choice = runner.choose_time_scale(prepared, quiet=args.quiet or args.json) if auto else None
         if choice is not None:
             prepared = runner.Prepared(prepared.spec.with_(time_scale=choice["time_scale"]), prepared.stream)

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None, address: str | None = None,
             work: str = "sleep", chaos: tuple = (), placement: tuple[str, ...] | None = None,
             metrics_port: int | None = None, run_id: str | None = None) -> RunResult:
-    """Run the topology as Ray actors over the stream; the same outputs as the simulator (engine "ray").
+    """Run the topology as Ray actors over the stream; the same outputs as the simulator (engine "ray"). The
+    stream may be a call that loads it: it then loads while the actors start.
 
     address joins an existing cluster ("auto") instead of starting a local Ray; work is how a worker spends a
     tuple's service time ("sleep" or "cpu"); chaos lists ("kill-worker", worker, seconds) events (or

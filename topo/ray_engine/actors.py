@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import uuid
+from typing import Any
 
 import numpy as np
 import ray
@@ -77,38 +78,31 @@ def check_placement(placement) -> None:
 
 
 class Run:
-    """The actors of one run and the driver's side of it."""
+    """The actors of one run and the driver's side of it. The actors start first (`Run(...)`), the stream goes to
+    them while they start (`feed`): a process's start, about 0.8 s here, overlaps the stream's load."""
 
-    def __init__(self, spec: TopologySpec, stream, work: str, placement, metrics: MetricsContext | None = None) -> None:
+    def __init__(self, spec: TopologySpec, work: str, placement, metrics: MetricsContext | None = None) -> None:
         self.spec = spec
-        n, s = spec.max_workers, spec.sources
+        n = spec.max_workers
         cores = float(ray.cluster_resources().get("CPU", 1.0))  # what Ray offers: sizes core shares and processes
         self.core_share, self.core_share_from = core_share(spec, cores)
         self.actors: list = []
-        self.topic = None  # the driver's input topic, which outlives the run
         self.active = spec.workers  # workers [0, active) are the topology now
         self.capped: set[int] = set()  # worker pids under a cgroup quota
         # checkpoints on the driver's node, where the actors that write them are pinned (restarts land there too)
         self.checkpoints = make_directory() if spec.checkpoint_every_s is not None else None
         here = {"scheduling_strategy": NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(),
                                                                       soft=False)}
-        key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
-        shares = [len(key_hash[i::s]) for i in range(s)]
         self.prefix = prefix = f"run-{uuid.uuid4().hex[:12]}"  # every actor's name starts with it
+        # the driver's input topic, which outlives the run; every actor that reads its input waits there for `feed`
+        self.topic = open_topic()
+        self.put = None
         aggregator = f"{prefix}-aggregator"  # workers and sources look it up by name, also after a restart
         self.aggregator = Named(aggregator, self._spawn(Aggregator, {"name": aggregator, **RESTART, **here},
-                                                        spec.operator, n, s, shares, self.checkpoints,
+                                                        spec.operator, n, spec.sources, prefix, self.checkpoints,
                                                         spec.checkpoint_every_s, spec.operator_params))
         self.workers: list[WorkerRef] = [None] * n  # type: ignore[list-item]
         delegation = groupings.make_delegation(spec.grouping, n, **spec.params)  # each worker gets a copy
-        arrivals = arrival_times(len(key_hash), spec.rate, getattr(stream, "ts", None))  # at the stretched rate
-        values = getattr(stream, "values", None)
-        # each source's input in the object store, referenced here until the run ends (a restart reads it again)
-        self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
-                                None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
-        self.topic = open_topic()
-        # not waited for: a source that asks first waits for it, and the topic's start overlaps the processes'
-        self.put = self.topic.put.remote(prefix, self.inputs)
         self.control = None
         self.processes = storm_processes(spec, placement, cores)
         self.process_handles: list = []  # Storm's model: each process's actor, by index
@@ -120,6 +114,21 @@ class Run:
             options = {"name": f"{prefix}-control", "max_concurrency": 2, **RESTART, **here}
             self.control = self._spawn(ControlLoop, options, spec, self.sources, self.workers, metrics,
                                        self.checkpoints)
+
+    def feed(self, stream) -> Any:
+        """Put the stream's shares on the run's topic, where the actors wait for them; `stream` may be a call that
+        loads it (it runs now, while the actors start). The stream, loaded."""
+        if callable(stream):
+            stream = stream()
+        s = self.spec.sources
+        key_hash = np.ascontiguousarray(stream.key_hash, dtype=np.uint64)
+        arrivals = arrival_times(len(key_hash), self.spec.rate, getattr(stream, "ts", None))  # at the stretched rate
+        values = getattr(stream, "values", None)
+        # each source's input in the object store, referenced here until the run ends (a restart reads it again)
+        self.inputs = [ray.put((key_hash[i::s].copy(), None if arrivals is None else arrivals[i::s].copy(),
+                                None if values is None else np.asarray(values)[i::s].copy())) for i in range(s)]
+        self.put = self.topic.put.remote(self.prefix, self.inputs, [len(key_hash[i::s]) for i in range(s)])
+        return stream
 
     def _storm_processes(self, spec: TopologySpec, processes: int, work: str, metrics, delegation) -> None:
         """Storm's process model: `processes` processes, each hosting a contiguous block of workers and every
@@ -182,7 +191,7 @@ class Run:
     def wait_ready(self) -> None:
         """Block until every actor is up, or fail with one line when they cannot be placed in time."""
         checks = [w.hello.remote(-1, []) for w in self.workers] + [s.ready.remote() for s in self.sources]
-        ray.get(self.put, timeout=START_TIMEOUT_S)
+        ray.get(self.put, timeout=START_TIMEOUT_S)  # (`feed` came first)
         ready, _ = ray.wait(checks, num_returns=len(checks), timeout=START_TIMEOUT_S)
         if len(ready) < len(checks):
             raise SpecError(f"the Ray cluster could not start all {len(self.workers)} workers and "

@@ -27,6 +27,7 @@ import operators
 from topo.ray_engine.checkpoint import CheckpointStore
 from topo.ray_engine.mortal import Mortal
 from topo.ray_engine.protocol import Flush, concat_logs, epoch_of
+from topo.ray_engine.topic import read_lengths
 
 MERGE_EVERY = 16  # flushes kept unmerged before they are folded into the running result
 
@@ -34,8 +35,11 @@ MERGE_EVERY = 16  # flushes kept unmerged before they are folded into the runnin
 class Aggregator(Mortal):
     """Holds the merged operator state, the committed batches and the per-tuple log that came with them."""
 
-    def __init__(self, operator: str, workers: int, sources: int, shares: list[int], checkpoint_dir: str | None,
-                 checkpoint_every_s: float | None, operator_params: dict | None = None) -> None:
+    def __init__(self, operator: str, workers: int, sources: int, shares: list[int] | str,
+                 checkpoint_dir: str | None, checkpoint_every_s: float | None,
+                 operator_params: dict | None = None) -> None:
+        if isinstance(shares, str):  # the run's name: its topic tells the messages per source once the stream loaded
+            shares = read_lengths(shares)
         self.op = operators.make(operator, **(operator_params or {}))
         self.sources = sources
         self.every_s = checkpoint_every_s or 0.0

@@ -71,7 +71,8 @@ def check_supported(spec: TopologySpec, work: str = "sleep") -> None:
 def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | None = None,
             address: str | None = None, work: str = "sleep", chaos: tuple = (), placement=None,
             metrics_port: int | None = None, run_id: str | None = None) -> RunResult:
-    """Run the topology as Ray actors (sources, workers, aggregator, controller) over the stream.
+    """Run the topology as Ray actors (sources, workers, aggregator, controller) over the stream (or a call that
+    loads it: it runs while the actors start).
 
     address joins an existing cluster ("auto") instead of starting a local Ray; work is how a worker spends a
     tuple's service time ("sleep" or "cpu"); chaos lists kill-worker events; placement names one custom
@@ -94,7 +95,8 @@ def run_ray(spec: TopologySpec, stream, *, progress: Callable[[int], None] | Non
     try:
         try:
             check_placement(placement)
-            run = Run(spec, stream, work, placement, metrics)
+            run = Run(spec, work, placement, metrics)
+            stream = run.feed(stream)  # loaded now if it is still to load: the actors start meanwhile
             run.wait_ready()
             setup_s = time.perf_counter() - setup
             collected, loop_s = _drive(spec, run, events, progress, address, work, metrics)

@@ -19,31 +19,40 @@ PUT_TIMEOUT_S = 60.0  # a source waits this long for its run's input to be put
 
 
 class InputTopic:
-    """Each run's shares of its stream, (keys, arrivals, values) by source index, under the run's name. A source
-    that asks before the driver's `put` arrived waits for it: the driver does not wait for the topic to start
-    before it starts the run's processes."""
+    """Each run's shares of its stream, (keys, arrivals, values) by source index, under the run's name. An actor
+    that asks before the driver's `put` arrived waits for it: the driver starts the run's processes first, and
+    loads the stream and puts it while they start."""
 
     def __init__(self) -> None:
         self.shares: dict[str, list] = {}
+        self.lengths: dict[str, list[int]] = {}
         self._put: dict[str, asyncio.Event] = {}
 
     def _arrived(self, run: str) -> asyncio.Event:
         return self._put.setdefault(run, asyncio.Event())
 
-    async def put(self, run: str, shares: list) -> None:
-        """Hold the refs of `run`'s shares (nested in a list, so that Ray leaves them unresolved)."""
+    async def put(self, run: str, shares: list, lengths: list[int]) -> None:
+        """Hold the refs of `run`'s shares (nested in a list, so that Ray leaves them unresolved), and how many
+        messages each holds."""
         self.shares[run] = shares
+        self.lengths[run] = lengths
         self._arrived(run).set()
 
     async def drop(self, run: str) -> None:
         """The run is over: let its shares go."""
         self.shares.pop(run, None)
+        self.lengths.pop(run, None)
         self._put.pop(run, None)
 
     async def ref(self, run: str, source: int) -> list:
         """[the object ref of the share of `source` in `run`] (nested: the caller resolves it), once put."""
         await asyncio.wait_for(self._arrived(run).wait(), PUT_TIMEOUT_S)
         return [self.shares[run][source]]
+
+    async def share_lengths(self, run: str) -> list[int]:
+        """Messages in each source's share of `run`, once put."""
+        await asyncio.wait_for(self._arrived(run).wait(), PUT_TIMEOUT_S)
+        return self.lengths[run]
 
 
 _OPEN: dict[str, Any] = {}  # session -> the handle that keeps the topic alive (Ray ends an actor with its last handle)
@@ -64,3 +73,8 @@ def read_share(run: str, source: int) -> tuple[Any, Any, Any]:
     """Source `source`'s share of `run`'s stream: (keys, arrivals or None, values or None)."""
     ref = ray.get(ray.get_actor(TOPIC).ref.remote(run, source))[0]
     return ray.get(ref)
+
+
+def read_lengths(run: str) -> list[int]:
+    """Messages in each source's share of `run`'s stream (the aggregator sizes its commit table by them)."""
+    return ray.get(ray.get_actor(TOPIC).share_lengths.remote(run))
