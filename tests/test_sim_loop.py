@@ -10,8 +10,8 @@ import pytest
 import groupings
 from groupings.lossy import SlidingLossyCounter, entries
 from topo.data.streams import stream_from_spec
+from topo.model.pairwise import pairwise_sum
 from topo.sim import compiled
-from topo.sim.pairwise import pairwise_sum
 from topo.sim.simulator import Simulation
 from topo.spec import TopologySpec
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from topo.model.pairwise import new_stack
 from topo.sim import acks, feedback, gedik, inbox, loop, stacking
 from topo.sim import heap as events
-from topo.sim.pairwise import new_stack
 
 # sources x workers x credits beyond which the Python loop runs: the compiled loop keeps a slot per credit, and room
 # in its event heap for a step that spends every credit of a source (the Python loop's deques grow as needed)

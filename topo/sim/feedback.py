@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from topo.model.pairwise import new_stack
 from topo.sim import acks, inbox, stacking
-from topo.sim.pairwise import new_stack
 
 
 def mode_of(sim: Any) -> int | None:

@@ -19,7 +19,7 @@ from numba import njit
 
 from groupings.adaptive import pairing
 from groupings.adaptive.fish_route import HEARD
-from topo.sim.pairwise import pairwise_sum_with
+from topo.model.pairwise import pairwise_sum_with
 
 NONE, CG, FISH = 0, 1, 2  # which grouping's feedback the loop runs (`cfg_i[8]`)
 

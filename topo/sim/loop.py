@@ -29,10 +29,10 @@ from groupings.adaptive.fish_route import route_fish
 from groupings.compiled.kernels import route_with
 from groupings.jit import forget_caches_of_another_layout
 from topo.model.buffers import _append, _cut_due_into, channel_state, last_tick, tick_after, tick_at_or_after
+from topo.model.pairwise import pairwise_sum_with
 from topo.sim import acks, gedik, inbox, stacking
 from topo.sim import heap as events
 from topo.sim.events import ACK, ARRIVE, DONE, SEND, WORLD
-from topo.sim.pairwise import pairwise_sum_with
 from topo.sim.queueing import _lindley
 
 # the functions here hold compiled copies of the kernels and model helpers they call: cached with their modules' stamp
