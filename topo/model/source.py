@@ -113,9 +113,12 @@ class SourceNode:
         self.max_pending_tuples = 0
         self.draining = draining or frozenset
         self.routed = 0  # input positions [0, routed) have been routed
-        from topo.model.buffers import OutputBuffers  # compiled: loaded with the source, not with the package
+        # compiled: loaded with the source, not with the package
+        from topo.model.buffers import OutputBuffers
+        from topo.model.stepping import Stepper
 
         self._buffers = OutputBuffers(pool, len(keys), self.arrival)
+        self._stepper = Stepper(self._buffers, batch_size)
         self._held = self._buffers.held  # tuples in each buffer
         self._oldest = self._buffers.oldest  # arrival of each buffer's oldest tuple
         self.in_flight = np.zeros(pool, np.int64)  # buffers sent and not acked, per channel
@@ -247,12 +250,6 @@ class SourceNode:
         k = max(1, math.ceil((t - self.phase_s) / self.linger_s - 1e-9))
         return float(k * self.linger_s + self.phase_s)
 
-    def _ticks_at_or_after(self, t: np.ndarray) -> np.ndarray:
-        """`_tick_at_or_after` of each arrival: the model routes a tuple no earlier than that."""
-        if not self.linger_s > 0:
-            return t
-        return np.maximum(1.0, np.ceil((t - self.phase_s) / self.linger_s - 1e-9)) * self.linger_s + self.phase_s
-
     def _tick_after(self, now: float) -> float:
         if not self.linger_s > 0:
             return now
@@ -308,33 +305,39 @@ class SourceNode:
         if self.saturating:
             return self.routed if self.exhausted else len(self.keys)
         upto = now if self.end_s is None else min(now, self.end_s)
-        return max(self.routed, int(np.searchsorted(self.arrival, upto, side="right")))
+        return max(self.routed, int(self.arrival.searchsorted(upto, "right")))  # (the method: no numpy wrapper)
 
     def _route(self, take: int, now: float) -> None:
         begin, stop = self.routed, self.routed + take
-        if self.saturating:
-            self.arrival[begin:stop] = now
-        else:
-            lag = now - self.arrival[begin:stop]  # a source that falls behind its input shows here
-            self.lag_max_s = max(self.lag_max_s, float(lag.max()))
-            self.lag_sum_s += float(lag.sum())
         if self._sees_channels is not None:
             self._sees_channels(self._taken)
         chosen = np.asarray(self.grouping.route(self.keys[begin:stop], now), dtype=np.int32)
         self.route_calls += 1
-        check_routed(chosen, take, self.pool, self.active, self.draining())
+        if chosen.shape != (take,):
+            check_routed(chosen, take, self.pool, self.active)  # (raises)
+        # the tuples join their buffers, and a source that falls behind its input shows in their lag: one compiled
+        # call, where numpy took a call for each of the lag, its max, its sum and the workers' range
+        if self.saturating:
+            self.arrival[begin:stop] = now
+        joined, _, _, most, total = self._stepper.route(chosen, begin, now, self.saturating, self.pool, self.active)
+        if joined:  # a worker outside the pool (raises), or one that left: only a draining one may take tuples
+            check_routed(chosen, take, self.pool, self.active, self.draining())
+            joined, _, _, most, total = self._stepper.route(chosen, begin, now, self.saturating, self.pool, self.pool)
+        if not self.saturating:
+            self.lag_max_s = max(self.lag_max_s, most)
+            self.lag_sum_s += total
         self.routed = stop
         self.pending += take
         self.max_pending_tuples = max(self.max_pending_tuples, self.pending)
-        self._buffers.append(chosen, begin)
 
     def _count_late(self, now: float, due: float) -> None:
         """The step due at `due` came at `now` (the engine's loop stalled, not backpressure): every tuple that
         arrived meanwhile waited from its own flush tick (or `due`) until now, at least."""
         arrived = self._available(now)
         if arrived > self.routed:
-            ticks = self._ticks_at_or_after(self.arrival[self.routed : arrived])
-            self.late.add((now - np.maximum(ticks, due)) * 1e3)
+            latest = self._stepper.count_late(self.routed, arrived, now, due, self.linger_s, self.phase_s,
+                                              self.late.counts)
+            self.late.max_ms = max(self.late.max_ms, latest)
 
     def _is_due(self, w: int, now: float) -> bool:
         """Worker w's buffer goes out: it is full, or its oldest tuple saw the last flush tick."""
