@@ -87,7 +87,7 @@ class WorkerHost(Mortal):
                         for w in indices}
         self._held: list[tuple[int, Any]] = []  # (source, ack) served in the scheduler's current pass
         if scheduler is not None:
-            scheduler.after_pass = self._post_held
+            scheduler.after_pass = partial(WorkerHost._post_held, self)  # the class's own: past Ray's tracing shim
             scheduler.start(self.workers)
         quiet_gc()
         # one flusher for every hosted worker (a worker has no timer of its own)

@@ -20,6 +20,7 @@ import time
 
 from ray.exceptions import RayActorError
 
+from topo.ray_engine.host import WorkerHost
 from topo.ray_engine.protocol import Handover, pack_frame
 from topo.ray_engine.recovery import FAILED, PENDING
 from topo.ray_engine.wire import WireLost
@@ -44,7 +45,8 @@ class Links:
         now = time.time()
         for h, group in frames.items():
             if self.local is not None and self.local[1] == h:
-                self.local[0].accept(Handover(self.index, group), now)  # in-process: no Ray call, nothing packed
+                # in-process: no Ray call, nothing packed; the class's own function, past Ray's tracing shim
+                WorkerHost.accept(self.local[0], Handover(self.index, group), now)
                 self.count.frames["process"] += 1
             else:
                 frame = pack_frame(self.index, group)
