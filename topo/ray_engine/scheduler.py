@@ -83,8 +83,10 @@ class Scheduler:
         self._due[source.index] = time.perf_counter()  # steps in this pass
         source.attached(self)
 
-    def _step_sources(self) -> None:
-        """Step every driven source that is due, or has acks; hand back those that need their thread."""
+    def _step_sources(self, heap: list[tuple[float, int]]) -> None:
+        """Step every driven source that is due, or has acks; hand back those that need their thread. Between two
+        sources, finish the workers whose deadline has passed meanwhile: dozens of sources on one flush tick take
+        milliseconds, and a worker's ack must not wait for the last of them."""
         poked = self._poked_mine
         if self._poked:
             with self._cond:
@@ -103,6 +105,8 @@ class Scheduler:
                     del self._due[s]
                     source.detached()
                     source.handed_back.set()
+                if heap and heap[0][0] <= time.perf_counter():
+                    self._finish_due(heap)
 
     def on_thread(self) -> bool:
         """True when called from the scheduler's own thread."""
@@ -140,13 +144,17 @@ class Scheduler:
             self._mine = []
             for w in woken:
                 self._start(w, due)
-            now = time.perf_counter()
-            while due and due[0][0] <= now:
-                self._start(heapq.heappop(due)[1], due)
-            self.after_pass()
+            self._finish_due(due)
             if self._due or self._poked or self._poked_mine:
-                self._step_sources()
+                self._step_sources(due)
                 self.after_pass()  # a source's step may be acked at once (a duplicate of a replay)
+
+    def _finish_due(self, due: list[tuple[float, int]]) -> None:
+        """Finish every worker whose deadline has passed (starting its next batch), and send their acks."""
+        now = time.perf_counter()
+        while due and due[0][0] <= now:
+            self._start(heapq.heappop(due)[1], due)
+        self.after_pass()
 
     def _start(self, w: int, due: list[tuple[float, int]]) -> None:
         """Finish what worker w has in service and start its next batch; one whose deadline has already passed
