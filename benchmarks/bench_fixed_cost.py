@@ -7,8 +7,8 @@ python benchmarks/bench_fixed_cost.py                 # 3 processes each way, an
 python benchmarks/bench_fixed_cost.py --repeat 1 --runs 5
 
 It also times a cost-0 word count of 2M messages (pkg, 2 sources, 2 workers, saturating input) as a whole process on
-Ray, in the simulator and on Flink (`--engine flink`: a real Flink 2.3 job on a local MiniCluster, its JVM's own
-wall time reported apart), side by side; Flink's row needs `make flink`.
+Ray (its own, and one that stays up), in the simulator and on Flink (`--engine flink`: a real Flink 2.3 job on a local
+MiniCluster, its JVM's own wall time reported apart), side by side; Flink's row needs `make flink`.
 
 Each figure is the median of `--repeat` processes. A Ray start is timed alone too: a child process that starts a
 local Ray as a run does (`topo.ray_engine.local.LocalRay`) and waits until it takes actors.
@@ -102,6 +102,19 @@ def row(label: str, runs: list[tuple[float, float]]) -> dict:
             "processes_s": [w for w, _ in runs]}
 
 
+def cost0(engine: list[str], repeat: int, env: dict | None = None) -> dict:
+    """The 2M-message cost-0 word count as `repeat` whole processes with the `engine` options, printed."""
+    runs = [timed([*engine, *COST0], env) for _ in range(repeat)]
+    wall = statistics.median(w for w, _ in runs)
+    flink = engine == ["--engine", "flink"]
+    job = statistics.median(s.get("flink", {}).get("job_wall_s") for _, s in runs) if flink else None
+    extra = f", of which the Flink job's JVM {job:.2f} s" if flink else ""
+    print(f"2M messages at cost 0, {' '.join(engine[1:]):20s} {wall:6.2f} s whole process{extra}  "
+          f"({', '.join(f'{w:.2f}' for w, _ in runs)})", flush=True)
+    return {"process_s": wall, "processes_s": [w for w, _ in runs], "exact": all(s["exact"] for _, s in runs),
+            "job_s": job}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--repeat", type=int, default=3, help="whole processes per layout, whose median counts (default 3)")
@@ -113,10 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     sim = [whole(["--engine", "sim"])[0] for _ in range(args.repeat)]
     print(f"{'simulator':38s} {statistics.median(sim):6.2f} s whole process (its clock is not the wall's)", flush=True)
     rows = [row("ray, a local Ray started by the run", [whole(["--engine", "ray"]) for _ in range(args.repeat)])]
+    side = {}
     with local_cluster([{}], cpus=2) as cluster:  # `ray start --head`, token authentication on
         env = {**cluster.env, "RAY_ADDRESS": cluster.address}  # what `auto` finds after `ray start --head`
         rows.append(row("ray --address auto (ray start --head)",
                         [whole(["--engine", "ray", "--address", "auto"], env) for _ in range(args.repeat)]))
+        side["ray --address auto"] = cost0(["--engine", "ray", "--address", "auto"], args.repeat, env)
     starts = [float(child(RAY_START)) for _ in range(args.repeat)]
     start = statistics.median(starts)
     print(f"{'a Ray start alone':38s} {start:6.2f} s  ({', '.join(f'{s:.2f}' for s in starts)})", flush=True)
@@ -127,19 +142,12 @@ def main(argv: list[str] | None = None) -> int:
           f"input + {start:.1f} s for a Ray start: {got['wall_s'] / (inputs + start):.2f}x (at most 1.5x: "
           f"{'yes' if got['wall_s'] <= bound else 'no'}); {(got['wall_s'] - inputs - start) / args.runs:.2f} s "
           "beyond its input per run")
-    side = {}
     for engine in ("sim", "ray", "flink"):
-        runs = [timed(["--engine", engine, *COST0]) for _ in range(args.repeat)]
-        wall = statistics.median(w for w, _ in runs)
-        job = [s.get("flink", {}).get("job_wall_s") for _, s in runs]
-        side[engine] = {"process_s": wall, "processes_s": [w for w, _ in runs],
-                        "exact": all(s["exact"] for _, s in runs),
-                        "job_s": statistics.median(job) if engine == "flink" else None}
-        extra = f", of which the Flink job's JVM {side[engine]['job_s']:.2f} s" if engine == "flink" else ""
-        print(f"2M messages at cost 0, {engine:5s} {wall:6.2f} s whole process{extra}  "
-              f"({', '.join(f'{w:.2f}' for w, _ in runs)})", flush=True)
-    print(f"Ray's whole process = {side['ray']['process_s'] / side['flink']['process_s']:.2f}x Flink's, "
-          f"{side['ray']['process_s'] / side['flink']['job_s']:.2f}x the Flink job's JVM alone")
+        side[engine] = cost0(["--engine", engine], args.repeat)
+    for ray in ("ray", "ray --address auto"):
+        print(f"{ray}: its whole process = {side[ray]['process_s'] / side['flink']['process_s']:.2f}x Flink's "
+              f"(at most 1.5x: {'yes' if side[ray]['process_s'] <= 1.5 * side['flink']['process_s'] else 'no'}), "
+              f"{side[ray]['process_s'] / side['flink']['job_s']:.2f}x the Flink job's JVM alone")
     if args.json:
         print(json.dumps({"rows": rows, "sim_process_s": statistics.median(sim), "ray_start_s": start,
                           "ray_starts_s": starts,
