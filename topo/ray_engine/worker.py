@@ -31,7 +31,7 @@ from topo.model.worker import DEFAULT_WINDOW_S
 from topo.ray_engine.flushes import Flushes, wait_ref
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import PROCESS_START, Mortal, until_back
-from topo.ray_engine.protocol import Ack, epoch_of
+from topo.ray_engine.protocol import EPOCH_SHIFT, Ack, epoch_of
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.served import Served, finish_times
 from topo.ray_engine.work import ServiceEmulator, sleep_until, spread_ms
@@ -118,22 +118,29 @@ class Worker(Flushes, Mortal):
         if sent is not None:
             self.transit_s.append(now - sent - self.delay_s)  # the engine's own time on the wire, not the model's
         answer: tuple = ()
+        n = len(tuples)
         with self._lock:
             accepted = self._accepted_ids[source]
-            if epoch_of(batch_id) < self._fences[source]:
-                self._drop(len(tuples))
+            if batch_id >> EPOCH_SHIFT < self._fences[source]:  # (`epoch_of`, inline: once per buffer)
+                self._drop(n)
                 answer = (None,)
             elif batch_id in accepted:
                 # sent again to this incarnation (a re-send that crossed a restart): answered, never served twice
                 self.dropped["duplicates"] += 1
                 answer = (self._ack(source, batch_id, now),)
             else:
-                if len(tuples):
-                    self._newest_seq[source] = max(self._newest_seq[source], int(tuples["seq"][-1]))
+                if n:
+                    seq = int(tuples["seq"][-1])
+                    if seq > self._newest_seq[source]:
+                        self._newest_seq[source] = seq
                 accepted.add(batch_id)
-                self.meter.arrive(now, len(tuples))
+                self.meter.arrive(now, n)
                 self._jobs.append(Job(source, batch_id, tuples, values, now, done))
-                self._wake()
+                if self.scheduler is not None and not self._busy:  # (`_wake`, inline)
+                    self._busy = True
+                    self.scheduler.wake(self.index)
+                elif self.scheduler is None:
+                    self._ready.notify()
         if answer:
             done(*answer)
 
@@ -212,7 +219,7 @@ class Worker(Flushes, Mortal):
         if current is not None:
             self.emulator.end()
             end = time.time()
-        with self._ready:
+        with self._lock:  # (the condition's own lock: its wrapper's enter and exit are two Python calls a buffer)
             if current is not None:
                 ack = self._finish(*current, end)
             taken = self._take()
