@@ -15,7 +15,9 @@ The same thread drives the process's sources (Storm's process model), as a Storm
 threads: a source hands its steady loop over (`drive`), and the scheduler steps it when the source said it would
 (its next deadline, on the same heap's clock) or when an ack reached it (`poke`), in the same pass as the
 completions that acked it. No source thread then fights the scheduler for the GIL, and an ack between executors
-of one process is an append to a list. A source takes its loop back for what blocks (recovery, rewinds, the drain).
+of one process is an append to a list. Between two sources' steps it completes the workers whose deadline has
+passed meanwhile: dozens of sources stepping on one flush tick take milliseconds, and would hold every ack due in
+them. A source takes its loop back for what blocks (recovery, rewinds, the drain).
 """
 
 from __future__ import annotations
