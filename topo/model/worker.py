@@ -16,6 +16,7 @@ from collections import deque
 
 DEFAULT_WINDOW_S = 0.1  # utilization window when the strategy has no worker delegation to ask
 MIN_MARKS = 9  # a window spans at least four arrivals and four service ends, however long they take
+UNREAD = (0.0, 0.0, 0.0, 0.0, 0)  # the fields of an ack that nothing reads (no feedback, no delegation)
 
 
 class WindowMeter:
@@ -45,8 +46,11 @@ class AckMeter:
     """One worker's load as its acks report it: queue, utilization, time per tuple and the delegation signal."""
 
     def __init__(self, index: int, service_s: float, queue_capacity: int, delegation=None, now: float = 0.0,
-                 window_s: float = DEFAULT_WINDOW_S) -> None:
+                 window_s: float = DEFAULT_WINDOW_S, read: bool = True) -> None:
         self.index = index
+        # False: nothing reads an ack's fields (no grouping's feedback, no delegation, no metrics): the meter only
+        # counts, keeps no window and answers `UNREAD`, as the simulator measures nothing then
+        self.read = read
         self.service_s = service_s  # configured wall seconds per tuple (the capacity's), before any is measured
         self.queue_capacity = max(1, queue_capacity)
         self.delegation = delegation  # Consistent Grouping's worker delegation, or None
@@ -66,16 +70,20 @@ class AckMeter:
     def arrive(self, now: float, tuples: int) -> None:
         """`tuples` joined the input queue at `now`."""
         self.accepted += tuples
-        self.meter.mark(now, self.accepted, self.busy_s, self.served)
+        if self.read:
+            self.meter.mark(now, self.accepted, self.busy_s, self.served)
 
     def serve(self, now: float, tuples: int, busy_s: float) -> None:
         """`tuples` were served by `now`; `busy_s` is the worker's running total of busy seconds."""
         self.served += tuples
         self.busy_s = busy_s
-        self.meter.mark(now, self.accepted, self.busy_s, self.served)
+        if self.read:
+            self.meter.mark(now, self.accepted, self.busy_s, self.served)
 
     def ack(self, now: float, source: int, active: int) -> tuple[float, float, float, float, int]:
         """(queue_len, load, utilization, service_ms, signal) of the ack leaving now for `source`."""
+        if not self.read:
+            return UNREAD
         span, arrived, busy, served = self.meter.since(now, self.accepted, self.busy_s, self.served)
         utilization = min(1.0, max(0.0, busy / span)) if span > 0 else 0.0
         offered = arrived * self.service_s / span if span > 0 else 0.0

@@ -67,6 +67,13 @@ def spread_nodes() -> list[str]:
     return [here, *alive]
 
 
+def reads_acks(spec: TopologySpec) -> bool:
+    """Whether the run's grouping reads what acks carry (its feedback): else, and with no delegation and no
+    metrics, a worker measures none of it."""
+    return bool(getattr(groupings.make(spec.grouping, workers=spec.workers, seed=spec.seed, **spec.params),
+                        "takes_feedback", True))
+
+
 def check_placement(placement) -> None:
     """Every placement resource must exist somewhere in the cluster."""
     if placement is None:
@@ -103,13 +110,14 @@ class Run:
                                                         spec.checkpoint_every_s, spec.operator_params))
         self.workers: list[WorkerRef] = [None] * n  # type: ignore[list-item]
         delegation = groupings.make_delegation(spec.grouping, n, **spec.params)  # each worker gets a copy
+        reads = reads_acks(spec)
         self.control = None
         self.processes = storm_processes(spec, placement, cores)
         self.process_handles: list = []  # Storm's model: each process's actor, by index
         if self.processes is not None:
-            self._storm_processes(spec, self.processes, work, metrics, delegation)
+            self._storm_processes(spec, self.processes, work, metrics, delegation, reads)
         else:
-            self._separate_processes(spec, work, placement, metrics, delegation)
+            self._separate_processes(spec, work, placement, metrics, delegation, reads)
         if groupings.describe(spec.grouping)["controller"]:
             options = {"name": f"{prefix}-control", "max_concurrency": 2, **RESTART, **here}
             self.control = self._spawn(ControlLoop, options, spec, self.sources, self.workers, metrics,
@@ -130,7 +138,8 @@ class Run:
         self.put = self.topic.put.remote(self.prefix, self.inputs, [len(key_hash[i::s]) for i in range(s)])
         return stream
 
-    def _storm_processes(self, spec: TopologySpec, processes: int, work: str, metrics, delegation) -> None:
+    def _storm_processes(self, spec: TopologySpec, processes: int, work: str, metrics, delegation,
+                         reads: bool) -> None:
         """Storm's process model: `processes` processes, each hosting a contiguous block of workers and every
         `processes`-th source; a source hands frames for its own process's workers over in-process, and reaches the
         others through Ray."""
@@ -149,12 +158,13 @@ class Run:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(nodes[p % len(nodes)], soft=False)
             handle = self._spawn(Process, options, members, self.host_sources[p], spec,
                                  self.aggregator.name, self.prefix, work, self.core_share, self.workers, metrics,
-                                 delegation)
+                                 delegation, reads)
             self.process_handles.append(handle)
             for i in self.host_sources[p]:
                 self.sources[i] = SourceRef(handle, p, i, f"{prefix}-{p}")
 
-    def _separate_processes(self, spec: TopologySpec, work: str, placement, metrics, delegation) -> None:
+    def _separate_processes(self, spec: TopologySpec, work: str, placement, metrics, delegation,
+                            reads: bool) -> None:
         """Workers in `spec.worker_processes` processes, and every source in a process of its own."""
         n, s = spec.max_workers, spec.sources
         self.hosts = host_groups(n, spec.worker_processes or default_processes(n), placement)
@@ -164,7 +174,7 @@ class Run:
             if placement is not None:
                 options["resources"] = {placement[members[0]]: PLACEMENT_SHARE}
             host = self._spawn(WorkerHost, options, members, spec, self.aggregator.name, work, self.core_share,
-                               metrics, delegation)
+                               metrics, delegation, reads)
             for w in members:
                 self.workers[w] = WorkerRef(host, h, w, options["name"])
         self.sources = []

@@ -80,10 +80,11 @@ class WorkerHost(Mortal):
     the process's scheduler (sleep mode) or by a thread each (cpu mode)."""
 
     def __init__(self, indices: list[int], spec: TopologySpec, aggregator: str, work: str, core_share: float,
-                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY) -> None:
+                 metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY,
+                 reads_acks: bool = True) -> None:
         # sleep mode: one scheduler thread serves every hosted worker; cpu mode: a thread per worker burns
         self.scheduler = scheduler = Scheduler() if work == "sleep" else None
-        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, scheduler)
+        self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, scheduler, reads_acks)
                         for w in indices}
         self._held: list[tuple[int, Any]] = []  # (source, ack) served in the scheduler's current pass
         if scheduler is not None:
@@ -267,12 +268,12 @@ class Process(WorkerHost):
 
     def __init__(self, workers: list[int], sources: list[int], spec: TopologySpec, aggregator: str, run: str,
                  work: str, core_share: float, worker_refs: list, metrics: MetricsContext | None = None,
-                 delegation: Any = FROM_REGISTRY) -> None:
+                 delegation: Any = FROM_REGISTRY, reads_acks: bool = True) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         from topo.ray_engine.source import Source
 
-        super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation)
+        super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation, reads_acks)
         # frames and acks between this process and its peers on the node, past Ray (`wire.Wire`)
         self.wire = Wire(ray.get_runtime_context().get_node_id(), self.accept, self.poll) if wire_available() else None
         self.sources = {i: Source(i, spec, worker_refs, Named(aggregator), run, metrics) for i in sources}

@@ -58,7 +58,7 @@ class Worker(Flushes, Mortal):
 
     def __init__(self, index: int, spec: TopologySpec, aggregator: str, work: str, core_share: float,
                  metrics: MetricsContext | None = None, delegation: Any = FROM_REGISTRY,
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None, reads_acks: bool = True) -> None:
         self.index = index
         self.metrics = WorkerMetrics(metrics, index) if metrics is not None else None  # None: no metrics at all
         self.aggregator = ray.get_actor(aggregator)  # by name: a restart finds it without holding a handle
@@ -69,8 +69,11 @@ class Worker(Flushes, Mortal):
         self.delegation = (groupings.make_delegation(spec.grouping, spec.max_workers, **spec.params)
                            if delegation is FROM_REGISTRY else copy.deepcopy(delegation))
         capacity = queue_capacity(spec.sources, spec.max_pending, spec.batch_size)
+        # the spec's windows are stretched; an ack's fields are measured only if a grouping's feedback, the
+        # delegation or the metrics read them (`reads_acks`, from the driver), as in the simulator
         self.meter = AckMeter(index, self.emulator.service_s, capacity, self.delegation, now=time.time(),
-                              window_s=DEFAULT_WINDOW_S * spec.time_scale)  # the spec's windows are stretched
+                              window_s=DEFAULT_WINDOW_S * spec.time_scale,
+                              read=reads_acks or self.delegation is not None or self.metrics is not None)
         self.active = spec.workers  # a worker at or above this index left the topology: it asks for nothing
         self.delay_s = spec.net_delay_ms / 1e3  # the host's emulated one-way network delay (not the engine's time)
         self._lock = threading.Lock()  # queue, counters, meter, state delta and commit lists

@@ -34,6 +34,7 @@ from topo.data.streams import StreamLike
 from topo.model import AckMeter, Buffer, SourceNode, queue_capacity
 from topo.model.control import ControlPeriods, Repartition
 from topo.model.inputs import arrival_times, source_keys, source_seed, source_share
+from topo.model.worker import UNREAD
 from topo.results.aggregation import aggregation_cost
 from topo.results.extras import batch_table, run_extras
 from topo.results.metrics import RunResult, TupleLog
@@ -49,7 +50,6 @@ from topo.spec import TopologySpec
 
 PROGRESS_STEP = 5000  # tuples between progress callbacks
 SPILL_BYTES = 1 << 30
-UNREAD = (0.0, 0.0, 0.0, 0.0, 0)  # the fields of an ack that nothing reads (no feedback, no delegation)
 
 
 class SimSource:
