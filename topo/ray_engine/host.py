@@ -281,6 +281,9 @@ class Process(WorkerHost):
         if workers:  # its sources hand frames for this process's workers over without Ray
             for source in self.sources.values():
                 source.local = (self, self.place)
+                # the class's own functions, past the shim Ray wraps an actor's methods in (two calls a buffer)
+                source.hand_over = partial(WorkerHost.accept, self)
+                source.take_local = partial(WorkerHost.take, self)
         # a source's run, and up to three calls to it at once (statistics, install, progress), as a lone source
         # actor allowed
         self._pool = ThreadPoolExecutor(max_workers=4 * max(1, len(self.sources)), thread_name_prefix="source")

@@ -20,7 +20,6 @@ import time
 
 from ray.exceptions import RayActorError
 
-from topo.ray_engine.host import WorkerHost
 from topo.ray_engine.protocol import Handover, pack_frame
 from topo.ray_engine.recovery import FAILED, PENDING
 from topo.ray_engine.wire import WireLost
@@ -33,8 +32,8 @@ def _landed(poll: concurrent.futures.Future) -> None:
 
 
 class Links:
-    """Needs the source's `workers`, `_hosts`, `local`, `driver`, `_pending`, `_polls`, `_buffer`, `_in_flight`,
-    `_suspects`, `count`, `index`, `epoch` and `_acked`."""
+    """Needs the source's `workers`, `_hosts`, `local`, `hand_over`, `driver`, `_pending`, `_polls`, `_buffer`,
+    `_in_flight`, `_suspects`, `count`, `index`, `epoch` and `_acked`."""
 
     def _send(self, entries: list) -> None:
         """Put buffers on the wire, one frame per worker process; each stays in the replay buffer until committed,
@@ -45,8 +44,7 @@ class Links:
         now = time.time()
         for h, group in frames.items():
             if self.local is not None and self.local[1] == h:
-                # in-process: no Ray call, nothing packed; the class's own function, past Ray's tracing shim
-                WorkerHost.accept(self.local[0], Handover(self.index, group), now)
+                self.hand_over(Handover(self.index, group), now)  # in-process: no Ray call, nothing packed
                 self.count.frames["process"] += 1
             else:
                 frame = pack_frame(self.index, group)

@@ -39,7 +39,6 @@ import groupings
 from topo.model import Buffer, SourceNode
 from topo.model.inputs import source_seed
 from topo.model.rehearsal import rehearse
-from topo.ray_engine.host import WorkerHost
 from topo.ray_engine.links import Links
 from topo.ray_engine.metrics import MetricsContext, SourceMetrics
 from topo.ray_engine.mortal import Mortal, Named
@@ -121,6 +120,8 @@ class Source(Links, Recovery, Mortal):
         self._polls: dict[int, Any] = {}  # worker process -> this source's outstanding `acks` call
         self._hosts = {ref.host_index: ref for ref in workers}  # worker process -> a ref that reaches it
         self.local: tuple[Any, int] | None = None  # (process, its index) when this source lives in one (Storm's model)
+        self.hand_over: Any = None  # there: the process's `accept`, and its `take` (set by the process)
+        self.take_local: Any = None
         self.driver: Any = None  # the scheduler of that process while it runs this source's loop (sleep mode)
         self.handed_back = threading.Event()  # the driver is done with this source for now
         self.failure: Exception | None = None  # what the source raised on the driver's thread
@@ -236,7 +237,7 @@ class Source(Links, Recovery, Mortal):
         source needs its own thread."""
         clock = time.perf_counter()
         wall = time.time()
-        self._take_acks(self.local[1], WorkerHost.take(self.local[0], self.index), wall)  # (past Ray's shim)
+        self._take_acks(self.local[1], self.take_local(self.index), wall)
         self._poll()
         if not (self._suspects or self._rewinds or self.node.done):
             self._step(wall - self.t0)
