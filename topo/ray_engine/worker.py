@@ -31,7 +31,7 @@ from topo.model.worker import DEFAULT_WINDOW_S
 from topo.ray_engine.flushes import Flushes, wait_ref
 from topo.ray_engine.metrics import MetricsContext, WorkerMetrics
 from topo.ray_engine.mortal import PROCESS_START, Mortal, until_back
-from topo.ray_engine.protocol import EPOCH_SHIFT, Ack, epoch_of
+from topo.ray_engine.protocol import Ack, epoch_of
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.served import Served, finish_times
 from topo.ray_engine.work import ServiceEmulator, sleep_until, spread_ms
@@ -124,7 +124,7 @@ class Worker(Flushes, Mortal):
         n = len(tuples)
         with self._lock:
             accepted = self._accepted_ids[source]
-            if batch_id >> EPOCH_SHIFT < self._fences[source]:  # (`epoch_of`, inline: once per buffer)
+            if epoch_of(batch_id) < self._fences[source]:
                 self._drop(n)
                 answer = (None,)
             elif batch_id in accepted:
@@ -139,11 +139,7 @@ class Worker(Flushes, Mortal):
                 accepted.add(batch_id)
                 self.meter.arrive(now, n)
                 self._jobs.append(Job(source, batch_id, tuples, values, now, done))
-                if self.scheduler is not None and not self._busy:  # (`_wake`, inline)
-                    self._busy = True
-                    self.scheduler.wake(self.index)
-                elif self.scheduler is None:
-                    self._ready.notify()
+                self._wake()
         if answer:
             done(*answer)
 
