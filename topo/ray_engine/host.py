@@ -15,13 +15,11 @@ incarnation with the aggregator), and their sources replay what was not committe
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import gc
 import inspect
 import sys
 import threading
 import time
-from collections import defaultdict
 from functools import partial
 from typing import Any
 
@@ -30,6 +28,7 @@ import ray
 from topo.ray_engine.flushes import wait_ref
 from topo.ray_engine.metrics import MetricsContext
 from topo.ray_engine.mortal import Mortal, Named
+from topo.ray_engine.outbox import Outboxes
 from topo.ray_engine.protocol import Frame, Handover
 from topo.ray_engine.scheduler import Scheduler
 from topo.ray_engine.wire import Wire
@@ -87,6 +86,8 @@ class WorkerHost(Mortal):
         self.workers = {w: Worker(w, spec, aggregator, work, core_share, metrics, delegation, scheduler, reads_acks)
                         for w in indices}
         self._held: list[tuple[int, Any]] = []  # (source, ack) served in the scheduler's current pass
+        # the acks on their way back: each source's outbox and its waiting poll (a driven source is poked instead)
+        self.outboxes = Outboxes(scheduler.poke if scheduler is not None else lambda source: None)  # (cpu: none is)
         if scheduler is not None:
             scheduler.after_pass = partial(WorkerHost._post_held, self)  # the class's own: past Ray's tracing shim
             scheduler.start(self.workers)
@@ -96,13 +97,6 @@ class WorkerHost(Mortal):
         threading.Thread(target=self._flush_forever, name="flusher", daemon=True).start()
         self.delay_s = spec.net_delay_ms / 1e3  # emulated one-way network delay, on top of the real one
         self.loop: asyncio.AbstractEventLoop | None = None  # the actor's event loop, known from the first frame on
-        self._boxes = threading.Lock()  # the outboxes, filled by the workers' server threads
-        self._outbox: dict[int, list] = defaultdict(list)  # source -> acks not yet taken
-        self._waiters: dict[int, concurrent.futures.Future] = {}  # source -> its poll waiting for an ack
-        self._epochs: dict[int, int] = defaultdict(int)  # source -> the newest incarnation that polled
-        # sources of this process that the scheduler drives (they take their acks): kept under the outbox lock, as
-        # `_post` on any thread must know at once whether to answer a poll or poke the scheduler
-        self.driven: set[int] = set()
 
     def _flush_forever(self) -> None:
         """Every period, flush every hosted worker's delta in one call to the aggregator (one timer and one Ray call
@@ -142,6 +136,8 @@ class WorkerHost(Mortal):
     def accept(self, frame: Frame | Handover, sent: float) -> None:
         """`process`, from any thread (a source of this process hands its frames over directly): to the scheduler,
         which queues the buffers itself, or to each worker's queue."""
+        # a restarted source's first frame: its dead predecessor's poll, if one waits, must not take its acks
+        self.outboxes.newer(frame.source, frame.epoch)
         # the class's own function, not the actor's: Ray wraps every method of an actor in a tracing shim, two
         # more calls per buffer
         done = partial(WorkerHost._served, self, frame.source)
@@ -164,87 +160,22 @@ class WorkerHost(Mortal):
         if ack is None:
             return  # dropped: sent by a source incarnation that died, whose successor re-sends what it held
         if self.delay_s:  # and so is its ack, on the way back
-            self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self._post, [(source, ack)])
+            self.loop.call_soon_threadsafe(self.loop.call_later, self.delay_s, self.outboxes.post, [(source, ack)])
         elif self.scheduler is not None and self.scheduler.on_thread():
             self._held.append((source, ack))  # leaves with the pass's other acks: one lock, one wake-up per source
         else:
-            self._post([(source, ack)])
+            self.outboxes.post([(source, ack)])
 
     def _post_held(self) -> None:
         """Post the acks of the scheduler's pass, all at once."""
         if self._held:
             held, self._held = self._held, []
-            self._post(held)
-
-    def _post(self, acks: list[tuple[int, Any]]) -> None:
-        """Put (source, ack) pairs in their sources' outboxes, in order, and hand each source's poll, if one waits,
-        its whole outbox once; a source the scheduler drives is poked instead, and takes its outbox itself."""
-        answers, pokes = [], []
-        with self._boxes:
-            for source, ack in acks:
-                self._outbox[source].append(ack)
-            for source in {source for source, _ in acks}:
-                waiter = self._waiters.pop(source, None)
-                if waiter is not None:
-                    answers.append((waiter, self._outbox[source]))
-                    self._outbox[source] = []
-                elif source in self.driven:
-                    pokes.append(source)
-        for waiter, out in answers:
-            waiter.set_result(out)  # outside the lock: the waiter's callbacks may run here
-        for source in pokes:
-            self.scheduler.poke(source)
-
-    def take(self, source: int) -> list:
-        """Every ack for `source` not taken yet (a source the scheduler drives, on the scheduler's thread)."""
-        with self._boxes:
-            out, self._outbox[source] = self._outbox[source], []
-        return out
-
-    def drive(self, source: int, poll: concurrent.futures.Future | None) -> bool:
-        """From now on the scheduler drives `source`, which takes its acks with `take`. True when its `poll` was
-        still waiting (it will not be answered); else the poll has its answer, or is about to."""
-        with self._boxes:
-            self.driven.add(source)
-            if poll is not None and self._waiters.get(source) is poll:
-                del self._waiters[source]
-                return True
-        return False
-
-    def undrive(self, source: int) -> None:
-        """`source` polls for its acks again."""
-        with self._boxes:
-            self.driven.discard(source)
-
-    def poll(self, source: int, epoch: int = 0) -> concurrent.futures.Future:
-        """A future of every ack for `source` not taken yet, done once there is at least one (from any thread: a
-        source of this process waits on it directly). A poll of an earlier incarnation of the source (its caller
-        died, the call lives on) answers nothing once a newer one asks, so it never takes its successor's acks."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        with self._boxes:
-            stale = None
-            if epoch > self._epochs[source]:
-                self._epochs[source] = epoch
-                stale = self._waiters.pop(source, None)  # a dead incarnation's poll: let it go
-            if epoch < self._epochs[source]:
-                out: list | None = []
-            elif self._outbox[source]:
-                out, self._outbox[source] = self._outbox[source], []
-            else:
-                # one poll waits per source: an earlier one still waiting is answered with nothing rather than
-                # dropped, as a future no one completes would hang whoever waits on it (the acks stay here)
-                out, stale = None, self._waiters.pop(source, None) or stale
-                self._waiters[source] = future
-        if stale is not None:
-            stale.set_result([])
-        if out is not None:
-            future.set_result(out)
-        return future
+            self.outboxes.post(held)
 
     async def acks(self, source: int, epoch: int = 0) -> list:
-        """`poll`, for a source in another process (a long-poll Ray call)."""
+        """`Outboxes.poll`, for a source in another process (a long-poll Ray call)."""
         self.loop = asyncio.get_running_loop()
-        return await asyncio.wrap_future(self.poll(source, epoch))
+        return await asyncio.wrap_future(self.outboxes.poll(source, epoch))
 
     async def call(self, worker: int, method: str, *args: Any) -> Any:
         """Call `method` of one hosted worker (awaiting it if it is a coroutine)."""
@@ -275,15 +206,16 @@ class Process(WorkerHost):
 
         super().__init__(workers, spec, aggregator, work, core_share, metrics, delegation, reads_acks)
         # frames and acks between this process and its peers on the node, past Ray (`wire.Wire`)
-        self.wire = Wire(ray.get_runtime_context().get_node_id(), self.accept, self.poll) if wire_available() else None
+        node = ray.get_runtime_context().get_node_id()
+        self.wire = Wire(node, self.accept, self.outboxes.poll) if wire_available() else None
         self.sources = {i: Source(i, spec, worker_refs, Named(aggregator), run, metrics) for i in sources}
         self.place = worker_refs[workers[0]].host_index if workers else None  # this process's index in the run
         if workers:  # its sources hand frames for this process's workers over without Ray
             for source in self.sources.values():
                 source.local = (self, self.place)
-                # the class's own functions, past the shim Ray wraps an actor's methods in (two calls a buffer)
+                # the class's own function (and a plain object's), past the shim Ray wraps an actor's methods in
                 source.hand_over = partial(WorkerHost.accept, self)
-                source.take_local = partial(WorkerHost.take, self)
+                source.take_local = self.outboxes.take
         # a source's run, and up to three calls to it at once (statistics, install, progress), as a lone source
         # actor allowed
         self._pool = ThreadPoolExecutor(max_workers=4 * max(1, len(self.sources)), thread_name_prefix="source")

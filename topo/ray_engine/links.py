@@ -67,7 +67,7 @@ class Links:
     def _long_poll(self, h: int) -> concurrent.futures.Future:
         """Process h's next answer with this source's acks, as a future that notes when it landed."""
         if self.local is not None and self.local[1] == h:
-            poll = self.local[0].poll(self.index, self.epoch)  # in-process: a future the workers complete
+            poll = self.local[0].outboxes.poll(self.index, self.epoch)  # in-process: a future the workers complete
         else:
             wire = self._wire()
             poll = None if wire is None else wire.poll(h, self.index, self.epoch, self._resolver(h))
@@ -160,14 +160,14 @@ class Links:
             # a poll made on the source's own thread (a re-send while it recovered) has no one to tell the driver:
             # without this, a source waiting only for those acks would wait forever (a done poll pokes at once)
             remote.add_done_callback(self._poke)
-        if not self.local[0].drive(self.index, poll) and poll is not None:
+        if not self.local[0].outboxes.drive(self.index, poll) and poll is not None:
             self._take(poll, h, again=False)  # answered before the hand-over (the answer may still be on its way)
-        self._take_acks(h, self.local[0].take(self.index), time.time())
+        self._take_acks(h, self.take_local(self.index), time.time())
 
     def detached(self) -> None:
         """The source runs its own loop again: it polls its process for acks."""
         h = self.local[1]
-        self.local[0].undrive(self.index)
+        self.local[0].outboxes.undrive(self.index)
         self.driver = None
         if self._pending.get(h) and h not in self._polls:
             self._polls[h] = self._long_poll(h)

@@ -40,6 +40,11 @@ class Frame(NamedTuple):
     tuples: np.ndarray  # WIRE, every buffer's tuples one after another
     values: list | None  # each buffer's operator values; None when the operator takes none
 
+    @property
+    def epoch(self) -> int:
+        """The incarnation of the source that sent it (every buffer of a frame has the same)."""
+        return int(self.heads["batch_id"][0]) >> EPOCH_SHIFT if len(self.heads) else 0
+
     def buffers(self):
         """(worker, batch id, tuples, values) of each buffer, its tuples a view into the frame's records."""
         start = 0
@@ -65,6 +70,11 @@ class Handover(NamedTuple):
 
     source: int
     entries: list  # each with `worker`, `batch_id`, `tuples` (WIRE) and `values`
+
+    @property
+    def epoch(self) -> int:
+        """As `Frame.epoch`."""
+        return self.entries[0].batch_id >> EPOCH_SHIFT if self.entries else 0
 
     def buffers(self):
         """(worker, batch id, tuples, values) of each buffer, as `Frame.buffers`."""

@@ -97,7 +97,7 @@ class Wire:
     """One process's end of the data plane: it listens for peers, connects to them, and reads both.
 
     `on_frame(frame, sent)` takes a frame a peer's source sent; `on_poll(source, epoch)` returns the future of that
-    source's acks (`host.WorkerHost.poll`). Both are called on the reader thread."""
+    source's acks (`outbox.Outboxes.poll`). Both are called on the reader thread."""
 
     def __init__(self, node: str, on_frame: Callable[[Any, float], None],
                  on_poll: Callable[[int, int], concurrent.futures.Future]) -> None:
