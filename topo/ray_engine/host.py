@@ -87,7 +87,7 @@ class WorkerHost(Mortal):
                         for w in indices}
         self._held: list[tuple[int, Any]] = []  # (source, ack) served in the scheduler's current pass
         # the acks on their way back: each source's outbox and its waiting poll (a driven source is poked instead)
-        self.outboxes = Outboxes(scheduler.poke if scheduler is not None else lambda source: None)  # (cpu: none is)
+        self.outboxes = Outboxes(scheduler.poke if scheduler is not None else lambda source: None)  # (cpu: none driven)
         if scheduler is not None:
             scheduler.after_pass = partial(WorkerHost._post_held, self)  # the class's own: past Ray's tracing shim
             scheduler.start(self.workers)
