@@ -43,7 +43,7 @@ class Frame(NamedTuple):
     @property
     def epoch(self) -> int:
         """The incarnation of the source that sent it (every buffer of a frame has the same)."""
-        return int(self.heads["batch_id"][0]) >> EPOCH_SHIFT if len(self.heads) else 0
+        return epoch_of(int(self.heads["batch_id"][0])) if len(self.heads) else 0
 
     def buffers(self):
         """(worker, batch id, tuples, values) of each buffer, its tuples a view into the frame's records."""
@@ -74,7 +74,7 @@ class Handover(NamedTuple):
     @property
     def epoch(self) -> int:
         """As `Frame.epoch`."""
-        return self.entries[0].batch_id >> EPOCH_SHIFT if self.entries else 0
+        return epoch_of(self.entries[0].batch_id) if self.entries else 0
 
     def buffers(self):
         """(worker, batch id, tuples, values) of each buffer, as `Frame.buffers`."""

@@ -120,7 +120,7 @@ class Source(Links, Recovery, Mortal):
         self._polls: dict[int, Any] = {}  # worker process -> this source's outstanding `acks` call
         self._hosts = {ref.host_index: ref for ref in workers}  # worker process -> a ref that reaches it
         self.local: tuple[Any, int] | None = None  # (process, its index) when this source lives in one (Storm's model)
-        self.hand_over: Any = None  # there: the process's `accept`, and its `take` (set by the process)
+        self.hand_over: Any = None  # there: the process's `accept`, and its outboxes' `take` (set by the process)
         self.take_local: Any = None
         self.driver: Any = None  # the scheduler of that process while it runs this source's loop (sleep mode)
         self.handed_back = threading.Event()  # the driver is done with this source for now
