@@ -300,6 +300,24 @@ def test_feedback_keeps_the_last_valid_time_per_worker():
         g.feedback(ack([4], [1.0]))
 
 
+
+def test_feedback_matches_its_numpy_definition_bit_for_bit_and_refuses_before_it_changes_anything():
+    rng = np.random.default_rng(5)
+    g, measured, heard = fish(6), np.ones(6), np.zeros(6, bool)
+    for _ in range(40):
+        workers = rng.integers(0, 6, rng.integers(0, 5))
+        service = rng.choice([0.0, float("nan"), float("inf"), 0.3, 1.7, 2.9], workers.size)
+        g.feedback(ack(workers, service))
+        for w, s in zip(workers, service, strict=True):  # the most recent valid report of each worker wins
+            if np.isfinite(s) and s > 0:
+                measured[w], heard[w] = s / 1e3, True
+        want = np.where(heard, measured, measured[heard].mean()) if heard.any() else np.ones(6)
+        assert g._state.service.tobytes() == want.tobytes()
+    before = g._state.service.copy()
+    with pytest.raises(ValueError, match="outside"):
+        g.feedback(ack([0, 6], [9.0, 9.0]))  # worker 0's report is not taken either
+    assert g._state.service.tobytes() == before.tobytes()
+
 @pytest.mark.parametrize("clock", [None, "running"])
 def test_workers_twice_as_fast_get_about_twice_the_tuples(clock):
     g = fish(8, epoch=100)

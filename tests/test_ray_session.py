@@ -89,8 +89,10 @@ def test_latency_buckets_count_every_tuple_as_prometheus_does():
     for size in (1, 17, 1000, 0, 3):
         latency = rng.lognormal(2.0, 2.0, size)
         latency[: min(size, 2)] = LATENCY_BUCKETS_MS[3]  # a value on a bound falls in that bound's bucket (le)
-        hist.add(latency)
-        values.append(latency)
+        wire = np.zeros(size, [("seq", np.int64), ("arrival", np.float64)])  # a strided field, as served
+        wire["arrival"][2:] = rng.uniform(0.0, 5.0, max(0, size - 2))  # (the values on a bound arrive at 0)
+        hist.add(wire["arrival"], wire["arrival"] + latency, 1.0)
+        values.append(wire["arrival"] + latency - wire["arrival"])
     every = np.concatenate(values)
     cumulative = hist.cumulative()
     for bound, count in zip(LATENCY_BUCKETS_MS, cumulative, strict=False):

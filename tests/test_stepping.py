@@ -42,6 +42,14 @@ def test_a_routing_outside_the_pool_or_the_active_workers_joins_nothing():
     assert buffers.held.sum() == 0
 
 
+def test_the_input_arrived_by_a_time_is_numpys_searchsorted():
+    rng = np.random.default_rng(4)
+    arrival = np.sort(np.round(rng.uniform(0.0, 1.0, 2000), 3))  # ties: "right" counts every equal arrival
+    stepper = Stepper(OutputBuffers(4, len(arrival), arrival), 8)
+    for upto in (-1.0, 0.0, *arrival[::97], 0.5, 2.0, np.float64(0.25)):
+        assert stepper.arrived_by(upto) == arrival.searchsorted(upto, "right")
+
+
 def test_a_late_steps_count_is_what_lateness_counted_with_numpy():
     rng = np.random.default_rng(8)
     arrival = np.sort(rng.uniform(0.0, 1.0, 2000))

@@ -22,6 +22,8 @@ from topo.model import SourceNode
 from topo.model.inputs import arrival_times, source_seed
 from topo.model.rehearsal import read_only, rehearse
 from topo.ray_engine import work_cpu
+from topo.ray_engine.metrics import LatencyBuckets
+from topo.ray_engine.protocol import WIRE
 from topo.results.metrics import TupleLog
 from topo.results.passes import sampled, worker_loads
 from topo.sim import simulate
@@ -43,6 +45,7 @@ def warm() -> list[tuple[str, float]]:
         took.append((f"{name} on Ray", _timed(lambda spec=spec: rehearse_ray_source(spec, stream))))
     took.append(("Ray's outputs", _timed(fold_out_of_order)))
     took.append(("cpu work", _timed(work_cpu.calibrate)))
+    took.append(("Ray's metrics", _timed(count_latencies)))
     return took
 
 
@@ -65,6 +68,14 @@ def fold_out_of_order(workers: int = 2) -> None:
     log = TupleLog(np.arange(4, dtype=np.int64), np.zeros(4, np.int32), np.array([0, 0, 1, 1], np.int32),
                    finish - 0.1, finish - 0.1, finish - 0.05, finish)
     sampled(log, worker_loads(log, workers), np.linspace(0.0, 0.5, 4))
+
+
+def count_latencies() -> None:
+    """A worker's metrics count a buffer's latencies from its wire records: written by a source of its own
+    process, or read-only as a frame read off the wire."""
+    records, finish = np.zeros(2, WIRE), np.ones(2)
+    for arrival in (records["arrival"], read_only(records)["arrival"]):
+        LatencyBuckets().add(arrival, finish, 1.0)
 
 
 def _timed(fn) -> float:

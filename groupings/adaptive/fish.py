@@ -70,6 +70,7 @@ from .fish_route import (
     FishState,
     candidates_into,
     choices_of,
+    hear,
     route_fish,
 )
 
@@ -188,17 +189,12 @@ class Fish(Adaptive):
         """Keep the last time per tuple each acking worker reported (`service_ms`); other fields are unused."""
         workers = np.asarray(report.workers, dtype=np.int64)
         service_ms = np.asarray(report.service_ms, dtype=np.float64)
-        if workers.size and (workers.min() < 0 or workers.max() >= self.workers):
+        # one compiled call per delivery: it runs on the engine's hot path, once per ack a source takes
+        heard = hear(workers, service_ms, self._measured, self._heard, self._state.service, self._state.flags)
+        if heard < 0:
             raise ValueError(f"feedback names a worker outside [0, {self.workers})")
-        ok = np.isfinite(service_ms) & (service_ms > 0)  # zero means the engine did not measure it
-        if not ok.any():
-            return
-        workers, service_ms = workers[ok], service_ms[ok]
-        reversed_first = np.unique(workers[::-1], return_index=True)[1]
-        last = workers.size - 1 - reversed_first  # the most recent report of each worker wins
-        self._measured[workers[last]] = service_ms[last] / 1e3
-        self._heard[workers[last]] = True
-        self._publish_service(self._state)
+        if heard == 2:
+            self._publish_service(self._state)
 
     def resize(self, workers: int) -> None:
         """Workers join or leave at the top index: their ring points come or go, so only ring neighbours move."""

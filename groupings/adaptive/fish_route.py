@@ -223,3 +223,31 @@ def choices_of(st, key):
     if slot < 0:
         return min(2, st.backlog.size)
     return choices(st, slot, False)
+
+
+@hot
+def hear(workers, service_ms, measured, heard, service, flags):
+    """Ack feedback (Algorithm 3's P_w): each worker's most recent positive, finite `service_ms` (ms) becomes its
+    `measured` time per tuple (s). -1: a worker outside [0, n), nothing changed; 0: nothing measured; 1: heard,
+    and every worker is heard of, so P_w is what was measured (`service` updated); 2: heard, but some workers are
+    not yet (the caller fills them with the mean of the others)."""
+    n = measured.size
+    for i in range(workers.size):
+        if workers[i] < 0 or workers[i] >= n:
+            return -1
+    found = False
+    for i in range(workers.size):  # in order: the most recent report of a worker wins
+        s = service_ms[i]
+        if math.isfinite(s) and s > 0:  # zero means the engine did not measure it
+            measured[workers[i]] = s / 1e3
+            heard[workers[i]] = True
+            found = True
+    if not found:
+        return 0
+    for w in range(n):
+        if not heard[w]:
+            return 2
+    for w in range(n):
+        service[w] = measured[w]
+    flags[HEARD] = 1
+    return 1

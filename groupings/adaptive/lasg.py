@@ -121,6 +121,14 @@ def fill_choices(weights, choices, rng):
 
 
 @hot
+def hear_loads(workers, load, loads, heard):
+    """Each acking worker's load, clipped to [0, 1], in report order (the most recent wins)."""
+    for i in range(workers.size):
+        loads[workers[i]] = min(max(load[i], 0.0), 1.0) if not math.isnan(load[i]) else load[i]
+        heard[workers[i]] = True
+
+
+@hot
 def route_lasg(out, choices, cursor, sent):
     """Walk the choice array round robin, one entry per tuple."""
     size = choices.size
@@ -191,10 +199,9 @@ class LoadAwareShuffle(Adaptive):
         self.see(report.now)
         if not len(report):
             return
-        newest_first = np.asarray(report.workers)[::-1]
-        workers, at = np.unique(newest_first, return_index=True)
-        self._loads[workers] = np.clip(np.asarray(report.load, dtype=np.float64)[::-1][at], 0.0, 1.0)
-        self._heard[workers] = True
+        # compiled: np.unique sorts, and a sort lets go of the GIL the engine's stepping thread then waits to get back
+        hear_loads(np.asarray(report.workers, np.int64), np.asarray(report.load, np.float64), self._loads,
+                   self._heard)
 
     def resize(self, workers: int) -> None:
         """Workers [0, workers) from now on: a newcomer starts at load 0 (never heard from) and its weight.

@@ -305,7 +305,7 @@ class SourceNode:
         if self.saturating:
             return self.routed if self.exhausted else len(self.keys)
         upto = now if self.end_s is None else min(now, self.end_s)
-        return max(self.routed, int(self.arrival.searchsorted(upto, "right")))  # (the method: no numpy wrapper)
+        return max(self.routed, self._stepper.arrived_by(upto))
 
     def _route(self, take: int, now: float) -> None:
         begin, stop = self.routed, self.routed + take

@@ -44,6 +44,14 @@ def route_into(chosen, begin, now, saturating, pool, active, arrival, after, hea
 
 
 @numba.njit(cache=True)
+def arrived_by(arrival, upto):
+    """Input positions whose arrival is at or before `upto` (`arrival` ascending): numpy's searchsorted, which
+    lets go of the GIL for every call, and the thread stepping the sources then waited for it back behind the
+    process's other threads; compiled code keeps it."""
+    return np.searchsorted(arrival, upto, side="right")
+
+
+@numba.njit(cache=True)
 def count_late(arrival, begin, stop, now, due, linger, phase, edges, counts):
     """Tuples [begin, stop) waited from the later of their flush tick and `due` until `now`: count those at least
     `edges[0]` ms late into the bins of `edges` (`lateness.Lateness`); the latest (ms), 0.0 if none."""
@@ -66,11 +74,16 @@ class Stepper:
                       np.empty(max(1, batch_size)), new_stack())
         # loaded (or compiled) now for this source's kind of input, not at the first late step, mid-run
         self.count_late(0, 0, 0.0, 0.0, 0.0, 0.0, np.zeros(len(EDGES_MS), np.int64))
+        self.arrived_by(0.0)
 
     def route(self, chosen: np.ndarray, begin: int, now: float, saturating: bool, pool: int,
               active: int) -> tuple[int, int, int, float, float]:
         """`route_into` these buffers."""
         return route_into(chosen, begin, now, saturating, pool, active, *self._join)
+
+    def arrived_by(self, upto: float) -> int:
+        """`arrived_by` of this source's input."""
+        return arrived_by(self._join[0], upto)
 
     def count_late(self, begin: int, stop: int, now: float, due: float, linger: float, phase: float,
                    counts: np.ndarray) -> float:

@@ -4,15 +4,15 @@ Off unless the run has a metrics port: then the driver starts Ray with `_metrics
 actor a `MetricsContext` (the run id and grouping, the labels every series carries); each actor builds its own
 recorder from it. With no context nothing here is created or called.
 
-Hooks never call Ray per tuple, nor per buffer: a buffer's latencies are counted into histogram buckets by numpy
-(`LatencyBuckets`), and the counts, gauges and counters are published per flush (a worker's at each of its process's
-flushes, a source's at most every `PUBLISH_EVERY_S`). Every tuple served is in the histogram, not a sample. Ray's
-Histogram takes one value per call, so the histogram is exported as what Prometheus stores of one: cumulative
-`_bucket` series labelled `le` (the last `+Inf`), `_sum` and `_count`, as gauges holding running totals, under the
-names a Ray Histogram would have; `histogram_quantile` and `rate` read them as they read any histogram. Counters
-are exported at zero from the actor's start, so `rate()`/`increase()` see every increment (a series that appears at
-its first increment loses that increment to them) and a run without migrations still has a migrations series at
-zero.
+Hooks never call Ray per tuple, nor per buffer: a buffer's latencies are counted into histogram buckets in one
+compiled call (`LatencyBuckets`), and the counts, gauges and counters are published per flush (a worker's at each of
+its process's flushes, a source's at most every `PUBLISH_EVERY_S`). Every tuple served is in the histogram, not a
+sample. Ray's Histogram takes one value per call, so the histogram is exported as what Prometheus stores of one:
+cumulative `_bucket` series labelled `le` (the last `+Inf`), `_sum` and `_count`, as gauges holding running totals,
+under the names a Ray Histogram would have; `histogram_quantile` and `rate` read them as they read any histogram.
+Counters are exported at zero from the actor's start, so `rate()`/`increase()` see every increment (a series that
+appears at its first increment loses that increment to them) and a run without migrations still has a migrations
+series at zero.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
+from topo.model.pairwise import pairwise_sum
 from topo.results.metric_names import COUNTER, GAUGE, LATENCY_BUCKETS_MS, METRICS
 
 PUBLISH_EVERY_S = 0.5  # a source publishes its series at most this often (a worker's go out at its flushes)
@@ -84,6 +86,18 @@ def _counter(name: str, ctx: MetricsContext, **tags: str):
     return obj
 
 
+@njit(cache=True)
+def bucket_latencies(arrival, finish, ms, bounds, counts):
+    """Count each latency (`finish` - `arrival`) x `ms` into the bucket of `bounds` that holds it (numpy's
+    searchsorted, left), and return their numpy sum: per buffer on the serving thread, where numpy's searchsorted
+    and bincount took a call each and let go of the GIL."""
+    latency = np.empty(finish.size)
+    for i in range(finish.size):
+        latency[i] = (finish[i] - arrival[i]) * ms
+        counts[np.searchsorted(bounds, latency[i])] += 1
+    return pairwise_sum(latency)
+
+
 class LatencyBuckets:
     """A histogram of latencies in `LATENCY_BUCKETS_MS`: counts per bucket (bucket i holds (bound[i-1], bound[i]],
     the last everything above the last bound), their sum, added a buffer at a time."""
@@ -93,10 +107,9 @@ class LatencyBuckets:
         self.counts = np.zeros(len(self.bounds) + 1, np.int64)
         self.total_ms = 0.0
 
-    def add(self, latency_ms: np.ndarray) -> None:
-        """Count one buffer's latencies (milliseconds)."""
-        self.counts += np.bincount(np.searchsorted(self.bounds, latency_ms), minlength=len(self.counts))
-        self.total_ms += float(latency_ms.sum())
+    def add(self, arrival: np.ndarray, finish: np.ndarray, ms: float) -> None:
+        """Count one buffer's latencies: (`finish` - `arrival`) x `ms` milliseconds."""
+        self.total_ms += bucket_latencies(arrival, finish, ms, self.bounds, self.counts)
 
     def cumulative(self) -> np.ndarray:
         """Tuples at or below each bound, then all of them: Prometheus' `le` buckets."""
@@ -153,10 +166,9 @@ class WorkerMetrics:
         """A batch was served: count it and its latencies."""
         if not len(finish):
             return
-        latency = (np.asarray(finish) - np.asarray(arrival)) * self._ms
         with self._lock:
-            self._served += len(latency)
-            self.hist.add(latency)
+            self._served += len(finish)
+            self.hist.add(np.asarray(arrival, np.float64), np.asarray(finish, np.float64), self._ms)
 
     def load(self, queue_len: float, utilization: float, verdict: int) -> None:
         """What an ack carries: queue length, utilization and the delegation signal, if any."""
