@@ -47,6 +47,11 @@ def check_run(summary: dict, spec: TopologySpec) -> None:
     if not facts["chaos"]:
         assert facts["acks_per_source"] == facts["sub_batches_per_source"]
     assert facts["flushes"]["duplicate"] == 0
+    # in sleep mode each process's scheduler thread says how much of the run it was on the CPU (Linux)
+    if facts["work"] == "sleep" and hasattr(time, "pthread_getcpuclockid"):
+        busy = [p["stepping_busy"] for p in facts["recovery"]["processes"] if p["workers"]]
+        assert busy and all(b is None or 0.0 < b < 1.05 for b in busy), busy
+        assert summary["headroom"]["stepping_busy_max"] == max((b for b in busy if b is not None), default=None)
 
 
 # --- without Ray

@@ -136,6 +136,18 @@ def test_acks_that_leave_late_make_the_engine_the_bottleneck():
     assert _room(ack_late_p99_ms=40.0, latency_p99_ms=1000.0)["bottleneck"] == "none"
 
 
+def test_a_scheduler_thread_with_no_time_to_spare_makes_the_engine_the_bottleneck():
+    # every delay small, each source's own steps a few percent of the run, but the one thread stepping all of a
+    # process's sources and serving its workers was on the CPU 96% of it: its flushes and commits fall behind
+    room = _room(stepping_busy_max=0.96)
+    assert room["bottleneck"] == "engine" and "on the CPU 96% of the run" in room["note"]
+    assert room["stepping_busy_max"] == 0.96 and room["suggested_time_scale"] == 2.0
+    assert _room(stepping_busy_max=0.75)["bottleneck"] == "none"
+    assert _room(stepping_busy_max=None)["bottleneck"] == "none"  # cpu mode, or no thread clock on this platform
+    # a saturated worker is the topology's limit, whatever the thread did
+    assert _room(stepping_busy_max=0.96, throughput=900.0, worker_busy=[0.95, 0.6])["bottleneck"] == "topology"
+
+
 def test_late_acks_outrank_a_worker_just_past_saturation():
     # 97.9% of the rate, a worker busy 92%, acks up to 57 ms late against a p99 of 78 ms: late credits bunch the
     # buffers and late feedback steers the grouping, so the engine, not the topology, fell short

@@ -98,6 +98,7 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
     spec = deployment.spec(grouping, messages)
     data = words_stream(messages) if deployment.z is None else stream(spec.stream)
     pilots = "-"
+    again_because = []  # why each run that went again at a larger K was the emulator's
     if k is None:
         k, choice = choose_time_scale(spec.with_(engine="ray"), data, lambda sp, st: run_ray(sp, st))
         pilots = ",".join(f"{p['time_scale']:g}:{p['bottleneck']}" for p in choice["pilots"])
@@ -112,6 +113,7 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
         if ray["headroom"]["bottleneck"] not in EMULATOR or not suggested or k >= MAX_TIME_SCALE:
             break
         pilots += f",again at {min(suggested, MAX_TIME_SCALE):g}"
+        again_because.append(f"K = {k:g}: {ray['headroom']['note']}")
         k = min(suggested, MAX_TIME_SCALE)
     sim_run = _simulate(spec.with_(transit_ms=RAY_TRANSIT_MS, time_scale=k), part)
     sim = sim_run.summary
@@ -126,9 +128,11 @@ def measure(deployment: Deployment, grouping: str, messages: int, k: float | Non
         "ray_p99_steady_ms": steady_p99(ray_run), "sim_p99_steady_ms": steady_p99(sim_run),
         "ray_mean_ms": ray["latency_ms"]["mean"], "sim_mean_ms": sim["latency_ms"]["mean"],
         "ray_bottleneck": ray["headroom"]["bottleneck"], "sim_bottleneck": sim["headroom"]["bottleneck"],
+        # the largest share of the run a process's scheduler thread was on the CPU (the engine's own margin)
+        "stepping_busy": ray["headroom"]["stepping_busy_max"],
         "processes": len(processes), "memory_mb": sum(p["peak_rss_mb"] for p in processes)
         + ray["ray"]["recovery"]["peak_rss_mb"]["aggregator"], "setup_s": ray["wall_clock_s"]["setup"],
-        "exact": ray["exact"] and sim["exact"], "compared": compared,
+        "exact": ray["exact"] and sim["exact"], "compared": compared, "again_because": again_because,
     }
     tps_agree, p99_agree = agreement(ray, sim)
     row["tps_agree"] = tps_agree if compared else None
@@ -182,7 +186,8 @@ def storm_deployments(out: Path, quick: bool) -> dict:
             rows.append(measure(deployment, grouping, messages, k))
             k = 1.0
     write_csv(out / "deployments.csv", rows)
-    (out / "deployments.md").write_text(markdown_table(rows) + "\n")
+    (out / "deployments.md").write_text(markdown_table([{k: v for k, v in r.items() if k != "again_because"}
+                                                        for r in rows]) + "\n")
     _plot(out / "deployments.png", rows)
     compared = [r for r in rows if r["compared"]]
     return {"rows": rows, "compared": len(compared),

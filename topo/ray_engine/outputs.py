@@ -174,6 +174,7 @@ def processes(got: Collected) -> list[dict]:
         entry = row(report["pid"], report["peak_rss_mb"])
         entry["workers"].append(w)
         entry["node"] = report["node"]  # where the process ran (its workers share it)
+        entry["stepping_busy"] = report.get("stepping_busy")  # its scheduler thread's CPU share (sleep mode)
     return sorted(rows.values(), key=lambda r: (r["workers"][:1] or [-1], r["sources"][:1] or [-1]))
 
 
@@ -244,7 +245,7 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
         "state_peak": [w["state_peak"] for w in got.workers],
     }
 
-    def amend(summary: dict) -> float:
+    def amend(summary: dict) -> dict:
         for row, report in zip(summary["per_worker"], got.workers, strict=True):
             row["measured_capacity"] = float(report["measured_capacity"]) if spec.cost_ms > 0 else None
             row["node"] = dict(report["node"])
@@ -255,8 +256,10 @@ def build_result(spec: TopologySpec, stream, got: Collected) -> RunResult:
                               ("ack_late_ms", [w["emulator"].get("late_ms") for w in got.workers])):
             spreads = [t for t in spreads if t and t["count"]]
             summary["ray"][name] = {q: max((t[q] for t in spreads), default=0.0) for q in ("p50", "p99", "max")}
+        busy = [w["stepping_busy"] for w in got.workers if w.get("stepping_busy") is not None]
         return {"transit_p99_ms": summary["ray"]["transit_ms"]["p99"],
-                "ack_late_p99_ms": summary["ray"]["ack_late_ms"]["p99"]}
+                "ack_late_p99_ms": summary["ray"]["ack_late_ms"]["p99"],
+                "stepping_busy_max": max(busy, default=None)}
 
     return run_result(
         spec, "ray", log, n, got.capacity_history, tuples_in=int(sent.size), keys=(distinct, keys_total, exact),

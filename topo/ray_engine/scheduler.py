@@ -47,6 +47,11 @@ class Scheduler:
         self._due: dict[int, float | None] = {}  # driven source -> its next deadline (perf_counter), None: on acks
         self.workers: dict[int, Any] = {}
         self.after_pass: Callable[[], None] = lambda: None  # once per wake-up, after every completion of it
+        # how busy this thread was: its CPU clock, the time and its CPU seconds when it first had work, and when its
+        # last pass ended (one thread steps a process's sources and serves its workers: at full use, the engine's limit)
+        self._cpu_clock: int | None = None
+        self._first: tuple[float, float] | None = None
+        self._last = 0.0
 
     def start(self, workers: dict[int, Any]) -> None:
         """Serve `workers` (index -> `worker.Worker`) from now on, once each one has registered."""
@@ -124,8 +129,17 @@ class Scheduler:
             if len(self._woken) == 1 and not self._frames:
                 self._cond.notify()
 
+    def busy_share(self) -> float | None:
+        """The share of its time this thread spent on the CPU, from when it first had work to when its last pass ended
+        (None: it had none, or this platform cannot read a thread's CPU clock from another thread)."""
+        if self._cpu_clock is None or self._first is None or self._last <= self._first[0]:
+            return None
+        return (time.clock_gettime(self._cpu_clock) - self._first[1]) / (self._last - self._first[0])
+
     def _run(self) -> None:
         self._ident = threading.get_ident()
+        if hasattr(time, "pthread_getcpuclockid"):  # (Linux: yes; macOS: no)
+            self._cpu_clock = time.pthread_getcpuclockid(self._ident)
         for worker in self.workers.values():
             worker.register()  # before serving anything, so every ack and flush names a registered incarnation
         due: list[tuple[float, int]] = []  # (perf_counter deadline, worker) of every worker in service
@@ -140,6 +154,8 @@ class Scheduler:
                         self._cond.wait(timeout)
                 woken, self._woken = self._woken, []
                 frames, self._frames = self._frames, []
+            if self._first is None and self._cpu_clock is not None:
+                self._first = (time.perf_counter(), time.clock_gettime(self._cpu_clock))
             for queue in frames:
                 queue()
             woken += self._mine
@@ -150,6 +166,7 @@ class Scheduler:
             if self._due or self._poked or self._poked_mine:
                 self._step_sources(due)
                 self.after_pass()  # a source's step may be acked at once (a duplicate of a replay)
+            self._last = time.perf_counter()
 
     def _finish_due(self, due: list[tuple[float, int]]) -> None:
         """Finish every worker whose deadline has passed (starting its next batch), and send their acks."""

@@ -347,4 +347,6 @@ class Worker(Flushes, Mortal):
                 "dropped": dict(self.dropped),
                 "peak_rss_mb": self.peak_rss_mb(),
                 "state_peak": dict(self.state_peak),
+                # the share of the run the process's scheduler thread was on the CPU (sleep mode)
+                "stepping_busy": None if self.scheduler is None else self.scheduler.busy_share(),
             }

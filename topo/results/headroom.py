@@ -22,7 +22,8 @@ SATURATED = 0.9  # a worker busy this much of the run had no time to spare
 # and steer an adaptive grouping with stale loads, which alone can push a worker past SATURATED; only a worker
 # busy this much is then the topology's own limit
 SATURATED_LATE = 0.97
-SOURCE_BUSY = 0.9  # a source loop busy this much of the run had no time to spare
+SOURCE_BUSY = 0.9  # a source loop busy this much of the run had no time to spare, or a process's scheduler thread
+# on the CPU this much of it (it steps the process's sources and serves its workers, and shares the GIL with them)
 BLOCKED = 0.5  # with input always waiting, sources blocked this much of the run while no worker was saturated
 # an engine's own delay (transit, acks left late, tuples routed late) bounds the run once its p99 is at least
 # DELAY_MS and DELAY_SHARE of the run's p99 latency, or, in a run of a few milliseconds' latency, at least
@@ -47,6 +48,7 @@ def headroom(
     transit_p99_ms: float | None = None,
     ack_late_p99_ms: float | None = None,
     latency_p99_ms: float | None = None,
+    stepping_busy_max: float | None = None,
     served_share: Sequence[float | None] = (),
     work: str | None = None,
     time_scale: float = 1.0,
@@ -58,6 +60,8 @@ def headroom(
     transit_p99_ms: on Ray, the p99 of buffers' time from send to queue beyond the emulated network delay;
     ack_late_p99_ms: on Ray in sleep mode, the p99 of how long after its batch's deadline an ack left (the worker
     served on time in the model; the emulator got to it late, and credits and feedback came back that much later);
+    stepping_busy_max: on Ray in sleep mode, the largest share of the run a process's scheduler thread spent on the
+    CPU (it steps the process's sources and serves its workers; a source's own loop share counts only its steps);
     served_share: on Ray, each worker's measured capacity over its configured one (None where it served nothing);
     work: the Ray workers' work mode ("sleep" or "cpu"); time_scale: the run's --time-scale K.
     """
@@ -74,6 +78,7 @@ def headroom(
         "worker_idle_mean": 1.0 - sum(worker_busy) / len(worker_busy) if worker_busy else None,
         "source_blocked_max": max((s["blocked_fraction"] for s in sources), default=0.0),
         "source_loop_busy_max": max(loop_busy) if loop_busy else None,
+        "stepping_busy_max": stepping_busy_max,
         "input_lag_max_ms": max((s["input_lag_max_ms"] for s in sources), default=0.0),
         "route_late_p99_ms": late_p99_ms(sources),
         "route_late_max_ms": late_max_ms(sources),
@@ -84,6 +89,8 @@ def headroom(
     }
     short = delivered is not None and delivered < DELIVERED
     loop_bound = bool(loop_busy) and max(loop_busy) >= SOURCE_BUSY
+    # the one thread of a process that steps its sources and serves its workers had no time to spare
+    stepping_bound = stepping_busy_max is not None and stepping_busy_max >= SOURCE_BUSY
     # input always waiting, yet no worker saturated: credits came back only as fast as the engine moved acks
     ack_bound = rate is None and facts["source_blocked_max"] >= BLOCKED
     # the tuples' latency is mostly the engine moving buffers between processes, which the model does not have
@@ -102,12 +109,15 @@ def headroom(
         w, share = slowest
         why = (f"the host, not the grouping, was the bottleneck: worker {w} served at {share:.0%} of its configured "
                f"capacity (its CPU burns got less than their share of a core); lower --core-share or the load")
-    elif engine != "sim" and not saturated and (short or loop_bound or ack_bound or delayed):
+    elif engine != "sim" and not saturated and (short or loop_bound or stepping_bound or ack_bound or delayed):
         verdict = ENGINE
         if short:
             what = f"it delivered {delivered:.0%} of the requested {rate:,.0f} tuples/s"
         elif loop_bound:
             what = f"its sources spent {max(loop_busy):.0%} of the run moving tuples"
+        elif stepping_bound:
+            what = (f"the thread that steps a process's sources and serves its workers was on the CPU "
+                    f"{stepping_busy_max:.0%} of the run")
         elif transit_bound:
             what = (f"moving buffers between its processes took up to {transit_p99_ms:.0f} ms (p99), against a p99 "
                     f"latency of {latency_p99_ms:.0f} ms")
@@ -133,6 +143,7 @@ def headroom(
     if verdict in EMULATOR:
         lack = max([1.0 / delivered if short and delivered else 1.0,
                     max(loop_busy) / SOURCE_BUSY if loop_bound else 1.0,
+                    stepping_busy_max / SOURCE_BUSY if stepping_bound else 1.0,
                     _delay_lack(transit_p99_ms, latency_p99_ms) if transit_bound else 1.0,
                     _delay_lack(ack_late_p99_ms, latency_p99_ms) if late_bound else 1.0,
                     _delay_lack(facts["route_late_p99_ms"], latency_p99_ms) if stall_bound else 1.0,
@@ -172,13 +183,14 @@ def served_shares(per_worker: Sequence[dict]) -> list[float | None]:
 
 def attach(summary: dict, engine: str, rate: float | None, sources: Sequence[dict],
            transit_p99_ms: float | None = None, ack_late_p99_ms: float | None = None,
-           time_scale: float = 1.0) -> None:
+           stepping_busy_max: float | None = None, time_scale: float = 1.0) -> None:
     """Put the sources' stats and the run's headroom into its summary (`source_stats`, `headroom`)."""
     summary["source_stats"] = list(sources)
     summary["headroom"] = headroom(
         engine=engine, rate=rate, throughput=summary["throughput_tps"],
         worker_busy=[w["busy_fraction"] for w in summary["per_worker"]], sources=summary["source_stats"],
         transit_p99_ms=transit_p99_ms, ack_late_p99_ms=ack_late_p99_ms, latency_p99_ms=summary["latency_ms"]["p99"],
+        stepping_busy_max=stepping_busy_max,
         served_share=served_shares(summary["per_worker"]), work=(summary.get("ray") or {}).get("work"),
         time_scale=time_scale,
     )
