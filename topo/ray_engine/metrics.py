@@ -23,9 +23,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
-from topo.model.pairwise import pairwise_sum
 from topo.results.metric_names import COUNTER, GAUGE, LATENCY_BUCKETS_MS, METRICS
 
 PUBLISH_EVERY_S = 0.5  # a source publishes its series at most this often (a worker's go out at its flushes)
@@ -86,18 +84,6 @@ def _counter(name: str, ctx: MetricsContext, **tags: str):
     return obj
 
 
-@njit(cache=True)
-def bucket_latencies(arrival, finish, ms, bounds, counts):
-    """Count each latency (`finish` - `arrival`) x `ms` into the bucket of `bounds` that holds it (numpy's
-    searchsorted, left), and return their numpy sum: per buffer on the serving thread, where numpy's searchsorted
-    and bincount took a call each and let go of the GIL."""
-    latency = np.empty(finish.size)
-    for i in range(finish.size):
-        latency[i] = (finish[i] - arrival[i]) * ms
-        counts[np.searchsorted(bounds, latency[i])] += 1
-    return pairwise_sum(latency)
-
-
 class LatencyBuckets:
     """A histogram of latencies in `LATENCY_BUCKETS_MS`: counts per bucket (bucket i holds (bound[i-1], bound[i]],
     the last everything above the last bound), their sum, added a buffer at a time."""
@@ -106,10 +92,13 @@ class LatencyBuckets:
         self.bounds = np.asarray(LATENCY_BUCKETS_MS, np.float64)
         self.counts = np.zeros(len(self.bounds) + 1, np.int64)
         self.total_ms = 0.0
+        from topo.ray_engine.buckets import bucket_latencies  # numba: only in a run that exports metrics
+
+        self._bucket = bucket_latencies
 
     def add(self, arrival: np.ndarray, finish: np.ndarray, ms: float) -> None:
         """Count one buffer's latencies: (`finish` - `arrival`) x `ms` milliseconds."""
-        self.total_ms += bucket_latencies(arrival, finish, ms, self.bounds, self.counts)
+        self.total_ms += self._bucket(arrival, finish, ms, self.bounds, self.counts)
 
     def cumulative(self) -> np.ndarray:
         """Tuples at or below each bound, then all of them: Prometheus' `le` buckets."""
